@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs, builds and runs every test:
+#   1. the Release build and its CTest suite (unit, golden-file and command-line tests);
+#   2. the clang fuzz build (ASan + UBSan + libFuzzer) and its bounded fuzz runs.
+# TANDEM_FUZZ_SECONDS (default 60) sets how long each fuzzer runs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc)
+"$root/scripts/install-deps.sh"
+
+echo "== release build and tests"
+"$root/scripts/build.sh" "$root/build"
+ctest --test-dir "$root/build" --output-on-failure --parallel "$jobs"
+
+echo "== fuzz build (clang, ASan, UBSan) and bounded fuzzing"
+CC=clang CXX=clang++ "$root/scripts/build.sh" "$root/build-fuzz" -DTANDEM_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ_SECONDS="${TANDEM_FUZZ_SECONDS:-60}"
+ctest --test-dir "$root/build-fuzz" --output-on-failure --verbose

@@ -1,0 +1,15 @@
+// Subcommands of the `tandem` binary. Each Register* adds one CLI11 subcommand whose callback
+// runs the command and stores its exit status in *exit_code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tandem::apps {
+
+void RegisterInspect(CLI::App& app, int* exit_code);
+void RegisterMakeModel(CLI::App& app, int* exit_code);
+
+// Prints "tandem: error: <message>" as one line on stderr and returns 1.
+int ReportError(const std::string& message);
+
+}  // namespace tandem::apps

@@ -1,0 +1,20 @@
+// tandem: run one large language model split across several machines.
+// This file wires subcommands together; each lives in its own *_cmd.cc.
+#include <cstdio>
+
+#include "apps/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tandem: one large language model across several machines"};
+  app.set_version_flag("--version", "tandem 0.1.0");
+  app.require_subcommand(1);
+  int exit_code = 0;
+  tandem::apps::RegisterInspect(app, &exit_code);
+  tandem::apps::RegisterMakeModel(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

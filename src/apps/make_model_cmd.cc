@@ -1,0 +1,54 @@
+#include <cstdio>
+#include <string>
+
+#include <unistd.h>
+
+#include "apps/commands.h"
+#include "gguf/format.h"
+#include "synth/make_model.h"
+
+namespace tandem::apps {
+
+void RegisterMakeModel(CLI::App& app, int* exit_code) {
+  struct Args {
+    std::string shape = "tiny";
+    std::string type = "f32";
+    std::string out;
+    uint64_t seed = 42;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "make-model", "Write a random-weight model of a known shape (benchmarks without downloads)");
+  cmd->add_option("--shape", args->shape, "Model shape: " + synth::ShapeNames())
+      ->capture_default_str();
+  cmd->add_option("--type", args->type, "Weight type (f32 for now)")->capture_default_str();
+  cmd->add_option("-o,--output", args->out, "Output GGUF file")->required();
+  cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  cmd->callback([args, exit_code] {
+    std::optional<synth::ModelShape> shape = synth::FindShape(args->shape);
+    if (!shape) {
+      *exit_code = ReportError("unknown shape '" + args->shape + "' (known: " +
+                               synth::ShapeNames() + ")");
+      return;
+    }
+    std::optional<gguf::TensorType> type = gguf::ParseTensorType(args->type);
+    if (!type) {
+      *exit_code = ReportError("unknown tensor type '" + args->type + "'");
+      return;
+    }
+    synth::MakeModelOptions o{*shape, *type, args->seed};
+    const bool tty = isatty(fileno(stderr));
+    Status st = synth::MakeModel(o, args->out, [tty](size_t done, size_t total) {
+      if (tty) std::fprintf(stderr, "\rwriting tensors: %zu/%zu", done, total);
+      if (tty && done == total) std::fprintf(stderr, "\n");
+    });
+    if (!st.ok()) {
+      *exit_code = ReportError(st.ToString());
+      return;
+    }
+    std::fprintf(stderr, "wrote %s (%s, %s)\n", args->out.c_str(), std::string(shape->name).c_str(),
+                 args->type.c_str());
+  });
+}
+
+}  // namespace tandem::apps
