@@ -1,0 +1,57 @@
+// ThreadPool: runs one function on N threads (the caller is thread 0) and waits for all of them.
+//
+// Built for compute kernels called back to back (a decode step is dozens of matrix-vector
+// products): after finishing a job a worker spins briefly, so the next job starts within
+// microseconds, then sleeps on a futex (std::atomic::wait). An idle pool uses no CPU, so a stage
+// waiting for the network does not steal a core from the stage that is computing.
+//
+// Thread safety: Run() may be called by one thread at a time (it is not reentrant: `fn` must not
+// call Run on the same pool). Construction and destruction are not concurrent with Run().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace tandem {
+
+class ThreadPool {
+ public:
+  // `n_threads` >= 1 counts the caller; n_threads - 1 workers are started.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(thread_index, n_threads) once on every thread, index 0 on the caller, and returns
+  // when all calls have returned. Work is split by the callee (see SplitRange).
+  void Run(const std::function<void(int thread_index, int n_threads)>& fn);
+
+  // How long a worker spins after a job before sleeping (default 50 microseconds).
+  void set_spin_microseconds(int us) { spin_us_.store(us, std::memory_order_relaxed); }
+
+ private:
+  void WorkerLoop(int index);
+
+  const int n_threads_;
+  std::vector<std::thread> workers_;
+  std::atomic<int> spin_us_{50};
+  std::atomic<uint32_t> generation_{0};  // bumped once per job; workers wait on it
+  std::atomic<int> pending_{0};          // workers still running the current job
+  std::atomic<bool> stop_{false};
+  const std::function<void(int, int)>* job_ = nullptr;
+};
+
+// The [begin, end) share of `n` items for thread `index` of `count`, in contiguous chunks whose
+// boundaries are multiples of `granule` (except the end).
+struct Range {
+  int64_t begin;
+  int64_t end;
+};
+Range SplitRange(int64_t n, int index, int count, int64_t granule = 1);
+
+}  // namespace tandem
