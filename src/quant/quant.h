@@ -62,6 +62,7 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(Bloc
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 // Dot product of n elements: weight row `w` (this type) with activation row `a` (act_type).
+// Null for the activation-only formats (Q8_1, Q8_K), whose act_type is themselves.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 
 struct TypeOps {
