@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include "apps/commands.h"
-#include "gguf/format.h"
 #include "synth/make_model.h"
 
 namespace tandem::apps {
@@ -21,7 +20,10 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
       "make-model", "Write a random-weight model of a known shape (benchmarks without downloads)");
   cmd->add_option("--shape", args->shape, "Model shape: " + synth::ShapeNames())
       ->capture_default_str();
-  cmd->add_option("--type", args->type, "Weight type (f32 for now)")->capture_default_str();
+  cmd->add_option("--type", args->type,
+                  "File type: " + synth::FileTypeNames() +
+                      " (quantized types choose per-tensor types as llama.cpp does)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", args->out, "Output GGUF file")->required();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->callback([args, exit_code] {
@@ -31,9 +33,10 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
                                synth::ShapeNames() + ")");
       return;
     }
-    std::optional<gguf::TensorType> type = gguf::ParseTensorType(args->type);
+    std::optional<synth::FileType> type = synth::ParseFileType(args->type);
     if (!type) {
-      *exit_code = ReportError("unknown tensor type '" + args->type + "'");
+      *exit_code = ReportError("unknown or unsupported file type '" + args->type +
+                               "' (supported: " + synth::FileTypeNames() + ")");
       return;
     }
     synth::MakeModelOptions o{*shape, *type, args->seed};
