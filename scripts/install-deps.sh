@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev          # JSON output
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
+  libicu-dev                  # Unicode categories and regexes for the tokenizers
 )
 
 missing=()

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tandem::apps::RegisterInspect(app, &exit_code);
   tandem::apps::RegisterMakeModel(app, &exit_code);
+  tandem::apps::RegisterTokenize(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

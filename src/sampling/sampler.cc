@@ -1,0 +1,81 @@
+#include "sampling/sampler.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+namespace tandem::sampling {
+namespace {
+
+Status Bad(const char* name, double value, const char* rule) {
+  return Status::InvalidArgument("sampler: " + std::string(name) + " = " + std::to_string(value) +
+                                 " (must be " + rule + ")");
+}
+
+Status Validate(const SamplerParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0) {
+    return Bad("temperature", p.temperature, ">= 0");
+  }
+  if (p.top_k < 0) return Bad("top_k", p.top_k, ">= 0");
+  if (!(p.top_p > 0 && p.top_p <= 1)) return Bad("top_p", p.top_p, "in (0, 1]");
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return Bad("min_p", p.min_p, "in [0, 1]");
+  if (p.repeat_last_n < 0) return Bad("repeat_last_n", p.repeat_last_n, ">= 0");
+  if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0) {
+    return Bad("repeat_penalty", p.repeat_penalty, "> 0");
+  }
+  if (!std::isfinite(p.frequency_penalty))
+    return Bad("frequency_penalty", p.frequency_penalty, "finite");
+  if (!std::isfinite(p.presence_penalty))
+    return Bad("presence_penalty", p.presence_penalty, "finite");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplerParams& params, uint64_t seed)
+    : params_(params),
+      seed_(seed),
+      rng_(seed),
+      history_(static_cast<size_t>(params.repeat_last_n)) {}
+
+Result<Sampler> Sampler::Create(const SamplerParams& params) {
+  TANDEM_RETURN_IF_ERROR(Validate(params));
+  uint64_t seed = params.seed;
+  if (seed == kRandomSeed) {
+    std::random_device rd;
+    seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+  }
+  return Sampler(params, seed);
+}
+
+Result<int32_t> Sampler::Sample(std::span<const float> logits) {
+  if (logits.empty()) return Status::InvalidArgument("sampler: no logits");
+  if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return Status::InvalidArgument("sampler: more logits than token ids");
+  }
+  bool any_finite = false;
+  for (float l : logits) {
+    if (std::isnan(l) || l == std::numeric_limits<float>::infinity()) {
+      return Status::InvalidArgument("sampler: logits hold NaN or +infinity");
+    }
+    any_finite = any_finite || std::isfinite(l);
+  }
+  if (!any_finite) return Status::InvalidArgument("sampler: every logit is -infinity");
+  const SamplerParams& p = params_;
+  candidates_.Reset(logits);
+  ApplyPenalties(history_, p.repeat_penalty, p.frequency_penalty, p.presence_penalty, &candidates_);
+  if (p.temperature <= 0) return Greedy(candidates_);
+  TopK(p.top_k, &candidates_);
+  TopP(p.top_p, 1, &candidates_);
+  MinP(p.min_p, 1, &candidates_);
+  Temperature(p.temperature, &candidates_);
+  return Draw(&rng_, &candidates_);
+}
+
+void Sampler::Reset() {
+  history_.Clear();
+  rng_ = Rng(seed_);
+}
+
+}  // namespace tandem::sampling

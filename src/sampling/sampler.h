@@ -1,0 +1,68 @@
+// Sampler: picks the next token from a row of logits, by a fixed chain of steps (steps.h):
+//
+//   penalties over the last repeat_last_n tokens -> top-k -> top-p -> min-p -> temperature -> draw
+//
+// as llama.cpp's default chain does; temperature <= 0 picks the highest logit after the
+// penalties (greedy). The filters see the logits before temperature, as in llama.cpp. A fixed
+// seed makes the sequence of draws reproducible for the same logits and accepted tokens.
+//
+// After the first token, Sample() allocates nothing: the candidates array and the history keep
+// their memory (the history grows only when it sees a larger token id than before).
+//
+// Thread safety: none; one sampler per sequence.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/status.h"
+#include "sampling/steps.h"
+
+namespace tandem::sampling {
+
+// Seed value that asks for a random seed (from std::random_device), as llama.cpp's default.
+inline constexpr uint64_t kRandomSeed = 0xFFFFFFFF;
+
+// Defaults are llama.cpp's (common_params_sampling).
+struct SamplerParams {
+  float temperature = 0.8f;     // <= 0: greedy
+  int top_k = 40;               // 0: off
+  float top_p = 0.95f;          // 1: off
+  float min_p = 0.05f;          // 0: off
+  int repeat_last_n = 64;       // window of the penalties, in tokens; 0: off
+  float repeat_penalty = 1.0f;  // 1: off
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint64_t seed = kRandomSeed;
+};
+
+class Sampler {
+ public:
+  // InvalidArgument naming the first parameter out of range.
+  static Result<Sampler> Create(const SamplerParams& params);
+
+  const SamplerParams& params() const { return params_; }
+  // The seed in use (the random one drawn, if kRandomSeed was asked for).
+  uint64_t seed() const { return seed_; }
+
+  // The next token for `logits` (one per vocabulary entry). InvalidArgument if `logits` is
+  // empty, holds NaN or +infinity, or is -infinity throughout. Does not record the token: call
+  // Accept() with the token that is kept.
+  Result<int32_t> Sample(std::span<const float> logits);
+
+  // Records a token of the sequence (prompt or generated) for the penalties. REQUIRES: id >= 0.
+  void Accept(int32_t id) { history_.Accept(id); }
+  // Forgets the history and restarts the random sequence from the seed.
+  void Reset();
+
+ private:
+  Sampler(const SamplerParams& params, uint64_t seed);
+
+  SamplerParams params_;
+  uint64_t seed_;
+  Rng rng_;
+  TokenHistory history_;
+  Candidates candidates_;
+};
+
+}  // namespace tandem::sampling
