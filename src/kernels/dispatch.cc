@@ -1,0 +1,144 @@
+// CPU feature detection and the choice of kernel table. The only place that asks the CPU.
+#include <mutex>
+
+#include "kernels/internal.h"
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+namespace tandem::kernels {
+namespace {
+
+CpuFeatures Detect() {
+  CpuFeatures c;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  c.avx2 = __builtin_cpu_supports("avx2");
+  c.fma = __builtin_cpu_supports("fma");
+  c.f16c = __builtin_cpu_supports("f16c");
+  c.avx512f = __builtin_cpu_supports("avx512f");
+  c.avx512bw = __builtin_cpu_supports("avx512bw");
+  c.avx512vl = __builtin_cpu_supports("avx512vl");
+  c.avx512dq = __builtin_cpu_supports("avx512dq");
+  c.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  c.avxvnni = __builtin_cpu_supports("avxvnni");
+#elif defined(__aarch64__)
+  c.neon = true;  // Advanced SIMD is part of the ARMv8-A base
+#if defined(__linux__)
+  c.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#elif defined(__APPLE__)
+  c.dotprod = true;  // every Apple Silicon core has the dot-product extension
+#endif
+#endif
+  return c;
+}
+
+struct Tables {
+  KernelTable scalar, avx2, avx512, neon, neondot;
+  bool has_avx2 = false, has_avx512 = false, has_neon = false, has_neondot = false;
+};
+
+const Tables& AllTables() {
+  static const Tables tables = [] {
+    Tables t;
+    const CpuFeatures& c = Cpu();
+    internal::FillScalar(&t.scalar);
+    if (internal::HasAvx2() && c.avx2 && c.fma && c.f16c) {
+      t.avx2 = t.scalar;
+      internal::FillAvx2(&t.avx2);
+      t.has_avx2 = true;
+    }
+    if (t.has_avx2 && internal::HasAvx512() && c.avx512f && c.avx512bw && c.avx512vl &&
+        c.avx512dq && c.avx512vnni) {
+      t.avx512 = t.avx2;  // what AVX-512 does not override stays AVX2
+      internal::FillAvx512(&t.avx512);
+      t.has_avx512 = true;
+    }
+    if (internal::HasNeon() && c.neon) {
+      t.neon = t.scalar;
+      internal::FillNeon(&t.neon);
+      t.has_neon = true;
+    }
+    if (t.has_neon && internal::HasNeonDot() && c.dotprod) {
+      t.neondot = t.neon;
+      internal::FillNeonDot(&t.neondot);
+      t.has_neondot = true;
+    }
+    return t;
+  }();
+  return tables;
+}
+
+}  // namespace
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kNeon: return "neon";
+    case Isa::kNeonDot: return "neon-dotprod";
+  }
+  return "?";
+}
+
+std::string CpuFeatures::Describe() const {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(f16c, "f16c");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
+  add(avx512vnni, "avx512vnni");
+  add(avx512bf16, "avx512bf16");
+  add(avxvnni, "avxvnni");
+  add(neon, "neon");
+  add(dotprod, "dotprod");
+  return s.empty() ? "none" : s;
+}
+
+const CpuFeatures& Cpu() {
+  static const CpuFeatures c = Detect();
+  return c;
+}
+
+const KernelTable* ForIsa(Isa isa) {
+  const Tables& t = AllTables();
+  switch (isa) {
+    case Isa::kScalar: return &t.scalar;
+    case Isa::kAvx2: return t.has_avx2 ? &t.avx2 : nullptr;
+    case Isa::kAvx512: return t.has_avx512 ? &t.avx512 : nullptr;
+    case Isa::kNeon: return t.has_neon ? &t.neon : nullptr;
+    case Isa::kNeonDot: return t.has_neondot ? &t.neondot : nullptr;
+  }
+  return nullptr;
+}
+
+std::vector<const KernelTable*> Available() {
+  std::vector<const KernelTable*> out;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot}) {
+    if (const KernelTable* t = ForIsa(i)) out.push_back(t);
+  }
+  return out;
+}
+
+const KernelTable& Best() {
+  static const KernelTable* best = [] {
+    const KernelTable* b = ForIsa(Isa::kScalar);
+    for (const KernelTable* t : Available()) b = t;  // Available() is in ascending order
+    return b;
+  }();
+  return *best;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,200 @@
+// Every kernel of every table this CPU runs, against the scalar reference, on random data.
+#include "kernels/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace tandem::kernels {
+namespace {
+
+const TensorType kWeightTypes[] = {
+    TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ4_0, TensorType::kQ4_1,
+    TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ2_K, TensorType::kQ3_K,
+    TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+
+std::vector<float> Random(int64_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+double Norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+std::string Label(const KernelTable* t, TensorType type) {
+  return std::string(IsaName(t->isa)) + "/" + std::string(gguf::TensorTypeName(type));
+}
+
+TEST(KernelsTest, BestTableIsTheWidestThisCpuRuns) {
+  std::vector<const KernelTable*> all = Available();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front()->isa, Isa::kScalar);
+  EXPECT_EQ(&Best(), all.back());
+  std::printf("cpu: %s; kernels: %s\n", Cpu().Describe().c_str(), IsaName(Best().isa));
+}
+
+TEST(KernelsTest, EveryTableHasEveryEntry) {
+  for (const KernelTable* t : Available()) {
+    for (TensorType type : kWeightTypes) {
+      EXPECT_NE(t->of(type).vec_dot, nullptr) << Label(t, type);
+      EXPECT_NE(t->of(type).vec_dot_multi, nullptr) << Label(t, type);
+      EXPECT_NE(t->quantize_act[static_cast<uint32_t>(t->of(type).act_type)], nullptr);
+    }
+    EXPECT_NE(t->f.rope, nullptr);
+  }
+}
+
+// Dot products: each table's dot of the same quantized rows equals the reference to float
+// rounding (the inputs are identical bytes; only the summation order may differ).
+TEST(KernelsTest, VecDotMatchesReferenceOnIdenticalBytes) {
+  const KernelTable& ref = *ForIsa(Isa::kScalar);
+  for (int64_t n : {256, 512, 2048, 4096 + 256}) {
+    for (TensorType type : kWeightTypes) {
+      const TensorType act = ref.of(type).act_type;
+      std::vector<float> wf = Random(n, 1 + n), xf = Random(n, 2 + n, 0.5f);
+      std::vector<uint8_t> w(quant::RowBytes(type, n)), a(quant::RowBytes(act, n));
+      quant::ReferenceOps(type)->quantize_row(wf.data(), w.data(), n);
+      ref.quantize_act[static_cast<uint32_t>(act)](xf.data(), a.data(), n);
+      const float want = ref.of(type).vec_dot(n, w.data(), a.data());
+      const double tol = 2e-5 * Norm(wf) * Norm(xf) + 1e-6;
+      for (const KernelTable* t : Available()) {
+        const float got = t->of(type).vec_dot(n, w.data(), a.data());
+        EXPECT_NEAR(got, want, tol) << Label(t, type) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, MultiRowDotEqualsSingleRowDots) {
+  const int64_t n = 1024;
+  for (const KernelTable* t : Available()) {
+    for (TensorType type : kWeightTypes) {
+      const TensorType act = t->of(type).act_type;
+      const size_t stride = quant::RowBytes(act, n);
+      std::vector<float> wf = Random(n, 5);
+      std::vector<uint8_t> w(quant::RowBytes(type, n)), a(stride * kMaxMultiRows);
+      quant::ReferenceOps(type)->quantize_row(wf.data(), w.data(), n);
+      std::vector<float> norms;
+      for (int j = 0; j < kMaxMultiRows; ++j) {
+        std::vector<float> xf = Random(n, 100 + j);
+        norms.push_back(static_cast<float>(Norm(xf)));
+        t->quantize_act[static_cast<uint32_t>(act)](xf.data(), a.data() + j * stride, n);
+      }
+      for (int na = 1; na <= kMaxMultiRows; ++na) {
+        float out[kMaxMultiRows];
+        t->of(type).vec_dot_multi(n, w.data(), a.data(), stride, na, out);
+        for (int j = 0; j < na; ++j) {
+          const float single = t->of(type).vec_dot(n, w.data(), a.data() + j * stride);
+          EXPECT_NEAR(out[j], single, 1e-5 * Norm(wf) * norms[j] + 1e-6)
+              << Label(t, type) << " na=" << na << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
+// Activation quantizers: each table's output dequantizes to within half a quantum of the input
+// (the reference's own error bound), so dots agree with the reference path.
+TEST(KernelsTest, ActivationQuantizersMatchReference) {
+  const int64_t n = 2048;
+  for (const KernelTable* t : Available()) {
+    for (TensorType act : {TensorType::kQ8_0, TensorType::kQ8_1, TensorType::kQ8_K}) {
+      std::vector<float> x = Random(n, 9, 3.0f);
+      std::vector<uint8_t> got(quant::RowBytes(act, n)), want(got.size());
+      t->quantize_act[static_cast<uint32_t>(act)](x.data(), got.data(), n);
+      quant::ReferenceOps(act)->quantize_row(x.data(), want.data(), n);
+      std::vector<float> g(n), w(n);
+      quant::ReferenceOps(act)->dequantize_row(got.data(), g.data(), n);
+      quant::ReferenceOps(act)->dequantize_row(want.data(), w.data(), n);
+      const int block = act == TensorType::kQ8_K ? 256 : 32;
+      for (int64_t b = 0; b < n; b += block) {
+        float amax = 0;
+        for (int64_t i = b; i < b + block; ++i) amax = std::max(amax, std::fabs(x[i]));
+        const float quantum = amax / 127;
+        for (int64_t i = b; i < b + block; ++i) {
+          ASSERT_NEAR(g[i], x[i], 0.5f * quantum * 1.01f + 1e-7f)
+              << IsaName(t->isa) << "/" << gguf::TensorTypeName(act) << " i=" << i;
+          ASSERT_NEAR(g[i], w[i], quantum * 1.01f + 1e-7f);
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, FloatOpsMatchReference) {
+  const FloatOps& r = ForIsa(Isa::kScalar)->f;
+  for (const KernelTable* t : Available()) {
+    const FloatOps& f = t->f;
+    SCOPED_TRACE(IsaName(t->isa));
+    for (int64_t n : {1, 7, 16, 64, 100, 4096}) {
+      std::vector<float> x = Random(n, 11), w = Random(n, 12), y0(n), y1(n);
+      r.rmsnorm(x.data(), w.data(), y0.data(), n, 1e-5f);
+      f.rmsnorm(x.data(), w.data(), y1.data(), n, 1e-5f);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y1[i], y0[i], 1e-5 * (1 + std::fabs(y0[i])));
+      y0 = x;
+      y1 = x;
+      r.softmax(y0.data(), n);
+      f.softmax(y1.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y1[i], y0[i], 1e-6 + 1e-5 * y0[i]);
+      r.silu_mul(x.data(), w.data(), y0.data(), n);
+      f.silu_mul(x.data(), w.data(), y1.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y1[i], y0[i], 1e-5 * (1 + std::fabs(y0[i])));
+      r.add(x.data(), w.data(), y0.data(), n);
+      f.add(x.data(), w.data(), y1.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(y1[i], y0[i]);
+      y0 = x;
+      y1 = x;
+      r.scale(y0.data(), 0.37f, n);
+      f.scale(y1.data(), 0.37f, n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(y1[i], y0[i]);
+      ASSERT_NEAR(f.dot(x.data(), w.data(), n), r.dot(x.data(), w.data(), n),
+                  1e-5 * Norm(x) * Norm(w));
+      y0 = w;
+      y1 = w;
+      r.axpy(0.5f, x.data(), y0.data(), n);
+      f.axpy(0.5f, x.data(), y1.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y1[i], y0[i], 1e-6 * (1 + std::fabs(y0[i])));
+    }
+    for (int64_t hd : {32, 64, 128}) {
+      for (bool neox : {false, true}) {
+        std::vector<float> x = Random(hd, 20), c(hd / 2), s(hd / 2);
+        for (int64_t i = 0; i < hd / 2; ++i) {
+          const float theta = 7.0f * std::pow(10000.0f, -2.0f * i / hd);
+          c[i] = std::cos(theta);
+          s[i] = std::sin(theta);
+        }
+        std::vector<float> a = x, b = x;
+        r.rope(a.data(), hd, c.data(), s.data(), neox);
+        f.rope(b.data(), hd, c.data(), s.data(), neox);
+        for (int64_t i = 0; i < hd; ++i) ASSERT_NEAR(b[i], a[i], 1e-6);
+        // Rotation keeps the norm.
+        EXPECT_NEAR(Norm(a), Norm(x), 1e-4);
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, ScalarRopeRotatesTheDocumentedPairs) {
+  const FloatOps& r = ForIsa(Isa::kScalar)->f;
+  float x[4] = {1, 2, 3, 4};
+  const float c[2] = {0, 1}, s[2] = {1, 0};  // pair 0 turns by 90 degrees, pair 1 stays
+  r.rope(x, 4, c, s, false);                 // pairs (x0, x1), (x2, x3)
+  EXPECT_FLOAT_EQ(x[0], -2);
+  EXPECT_FLOAT_EQ(x[1], 1);
+  EXPECT_FLOAT_EQ(x[2], 3);
+  float y[4] = {1, 2, 3, 4};
+  r.rope(y, 4, c, s, true);                  // pairs (y0, y2), (y1, y3)
+  EXPECT_FLOAT_EQ(y[0], -3);
+  EXPECT_FLOAT_EQ(y[2], 1);
+  EXPECT_FLOAT_EQ(y[1], 2);
+}
+
+}  // namespace
+}  // namespace tandem::kernels

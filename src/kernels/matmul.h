@@ -1,0 +1,38 @@
+// Matrix-vector (decode) and matrix-matrix (prompt) products of quantized weights with float
+// activations, split over a ThreadPool.
+//
+// Weights W are `rows` rows of `cols` elements of type `wtype`, row-major as in GGUF (a GGUF
+// tensor of shape [cols, rows]). Activations are quantized once to the type's activation format
+// (into the caller's Scratch), then every output row is one dot product. MatMul tiles the work:
+// each thread takes a band of weight rows and, for each row, runs the multi-row dot over groups
+// of up to kMaxMultiRows tokens, so each weight block is loaded and unpacked once per group of
+// tokens instead of once per token.
+//
+// Thread safety: one call at a time per ThreadPool and per Scratch.
+// REQUIRES: cols is a multiple of wtype's block size; the table has a dot for wtype.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/kernels.h"
+
+namespace tandem::kernels {
+
+// Reusable buffers; grows to the largest request and then never allocates again.
+struct Scratch {
+  std::vector<uint8_t> act;
+};
+
+// y[r] = W[r] . x for r < rows.
+void MatVec(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+            int64_t cols, const float* x, float* y, Scratch& scratch);
+
+// Y[t][r] = W[r] . X[t] for t < n_tokens, r < rows. X is n_tokens x cols, Y is n_tokens x rows
+// (row stride `y_stride` floats, >= rows).
+void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+            int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
+            Scratch& scratch);
+
+}  // namespace tandem::kernels
