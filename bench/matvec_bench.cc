@@ -1,0 +1,184 @@
+// Kernel benchmarks: memory read bandwidth, matrix-vector products (decode) per weight type at
+// the shapes of a 1.1B model, and prompt matrix multiplication (GFLOP/s at 128 and 512 tokens).
+//
+// Decode streams the whole model from memory, so each matrix-vector benchmark cycles through
+// enough copies of its matrix (kWorkingSetBytes) that weights come from DRAM, not cache, and
+// reports weight bytes read per second as `bytes_per_second` and as `pct_of_mem_bw`: a
+// percentage of the read bandwidth this machine gives the same number of threads, measured at
+// start by the same thread pool.
+//
+//   build/bench/matvec_bench --benchmark_filter='MatVec/(q4_K|q6_K|q8_0)/5632x2048'
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "base/thread_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+
+namespace tandem {
+namespace {
+
+using kernels::KernelTable;
+using quant::TensorType;
+
+// Larger than the last-level cache this machine reports, so every pass reads DRAM.
+constexpr size_t kWorkingSetBytes = size_t{1536} << 20;
+
+// Sums 64-bit words with independent accumulators; the compiler vectorises it.
+uint64_t ReadSlice(const uint64_t* p, size_t n) {
+  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    a0 += p[i]; a1 += p[i + 1]; a2 += p[i + 2]; a3 += p[i + 3];
+    a4 += p[i + 4]; a5 += p[i + 5]; a6 += p[i + 6]; a7 += p[i + 7];
+  }
+  for (; i < n; ++i) a0 += p[i];
+  return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+
+struct Buffer {
+  std::unique_ptr<uint64_t[]> data;
+  size_t words = 0;
+};
+
+Buffer& BandwidthBuffer() {
+  static Buffer b = [] {
+    Buffer x;
+    x.words = kWorkingSetBytes / 8;
+    x.data.reset(new uint64_t[x.words]);
+    for (size_t i = 0; i < x.words; ++i) x.data[i] = i * 0x9E3779B97F4A7C15ull;
+    return x;
+  }();
+  return b;
+}
+
+double ReadOnce(ThreadPool& pool) {
+  Buffer& b = BandwidthBuffer();
+  std::vector<uint64_t> sums(pool.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.Run([&](int t, int n) {
+    Range r = SplitRange(static_cast<int64_t>(b.words), t, n, 64);
+    sums[t] = ReadSlice(b.data.get() + r.begin, r.end - r.begin);
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  benchmark::DoNotOptimize(sums.data());
+  return static_cast<double>(b.words * 8) / s;
+}
+
+// Median of 5 full passes: bytes per second at `threads`.
+double MemoryBandwidth(int threads) {
+  static std::map<int, double> cache;
+  if (auto it = cache.find(threads); it != cache.end()) return it->second;
+  ThreadPool pool(threads);
+  ReadOnce(pool);  // fault in the pages
+  std::vector<double> v;
+  for (int i = 0; i < 5; ++i) v.push_back(ReadOnce(pool));
+  std::sort(v.begin(), v.end());
+  return cache[threads] = v[2];
+}
+
+void BM_MemoryRead(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  ReadOnce(pool);
+  for (auto _ : state) ReadOnce(pool);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(BandwidthBuffer().words * 8));
+}
+BENCHMARK(BM_MemoryRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Quantized random rows of `type`.
+std::vector<uint8_t> MakeMatrix(TensorType type, int64_t rows, int64_t cols) {
+  const size_t rb = quant::RowBytes(type, cols);
+  std::vector<uint8_t> w(rb * rows);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = d(rng);
+    quant::ReferenceOps(type)->quantize_row(row.data(), w.data() + r * rb, cols);
+  }
+  return w;
+}
+
+void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+  const int threads = static_cast<int>(state.range(0));
+  const KernelTable& k = kernels::Best();
+  const std::vector<uint8_t> one = MakeMatrix(type, rows, cols);
+  const size_t copies = std::max<size_t>(2, kWorkingSetBytes / one.size());
+  std::vector<uint8_t> all(one.size() * copies);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * one.size(), one.data(), one.size());
+  std::vector<float> x(cols, 0.5f), y(rows);
+  ThreadPool pool(threads);
+  kernels::Scratch scratch;
+  size_t c = 0;
+  for (auto _ : state) {
+    kernels::MatVec(k, pool, type, all.data() + c * one.size(), rows, cols, x.data(), y.data(),
+                    scratch);
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  const double bytes = static_cast<double>(one.size());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * one.size()));
+  state.counters["pct_of_mem_bw"] = benchmark::Counter(
+      bytes / MemoryBandwidth(threads) * 100.0, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kernels::IsaName(k.isa));
+}
+
+void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+  const int64_t tokens = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const KernelTable& k = kernels::Best();
+  const std::vector<uint8_t> w = MakeMatrix(type, rows, cols);
+  std::vector<float> x(tokens * cols, 0.25f), y(tokens * rows);
+  ThreadPool pool(threads);
+  kernels::Scratch scratch;
+  for (auto _ : state) {
+    kernels::MatMul(k, pool, type, w.data(), rows, cols, x.data(), tokens, y.data(), rows, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * tokens * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kernels::IsaName(k.isa));
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+// The matrices of a TinyLlama-1.1B layer and its output head.
+const Shape kShapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
+const TensorType kTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
+                             TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
+                             TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ2_K,
+                             TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K,
+                             TensorType::kQ6_K};
+
+const bool kRegistered = [] {
+  for (TensorType t : kTypes) {
+    const std::string tn(gguf::TensorTypeName(t));
+    for (const Shape& s : kShapes) {
+      const std::string name = "MatVec/" + tn + "/" + std::to_string(s.rows) + "x" +
+                               std::to_string(s.cols);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatVec, t, s.rows, s.cols)
+          ->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(0.3);
+    }
+    const std::string mm = "MatMul/" + tn + "/5632x2048";
+    benchmark::RegisterBenchmark(mm.c_str(), BM_MatMul, t, 5632, 2048)
+        ->ArgsProduct({{128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace tandem
+
+BENCHMARK_MAIN();
