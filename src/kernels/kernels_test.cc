@@ -72,6 +72,49 @@ TEST(KernelsTest, VecDotMatchesReferenceOnIdenticalBytes) {
   }
 }
 
+// Same, on data that drives the quantized values to their extremes: constant-sign rows (largest
+// mins of the affine formats), isolated spikes (most quants at the middle, a few at the ends),
+// and activations that saturate to +-127 (limits of the int16 pair sums in SIMD dots).
+TEST(KernelsTest, VecDotMatchesReferenceOnExtremeData) {
+  const KernelTable& ref = *ForIsa(Isa::kScalar);
+  const int64_t n = 1024;
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<float> u(1.0f, 2.0f);
+  auto make = [&](int kind) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      switch (kind) {
+        case 0: v[i] = u(rng); break;                        // all positive
+        case 1: v[i] = -u(rng); break;                       // all negative
+        case 2: v[i] = i % 37 == 0 ? 50.0f : 0.01f * u(rng); break;  // spikes
+        default: v[i] = (i / 16) % 2 ? 1.0f : -1.0f; break;  // saturated +-127 blocks
+      }
+    }
+    return v;
+  };
+  for (TensorType type : kWeightTypes) {
+    const TensorType act = ref.of(type).act_type;
+    for (int wk = 0; wk < 4; ++wk) {
+      for (int ak = 0; ak < 4; ++ak) {
+        std::vector<float> wf = make(wk), xf = make(ak);
+        std::vector<uint8_t> w(quant::RowBytes(type, n)), a(quant::RowBytes(act, n));
+        quant::ReferenceOps(type)->quantize_row(wf.data(), w.data(), n);
+        ref.quantize_act[static_cast<uint32_t>(act)](xf.data(), a.data(), n);
+        const float want = ref.of(type).vec_dot(n, w.data(), a.data());
+        const double tol = 2e-5 * Norm(wf) * Norm(xf) + 1e-6;
+        for (const KernelTable* t : Available()) {
+          const float got = t->of(type).vec_dot(n, w.data(), a.data());
+          EXPECT_NEAR(got, want, tol) << Label(t, type) << " w=" << wk << " a=" << ak;
+          float multi[2];
+          t->of(type).vec_dot_multi(n, w.data(), a.data(), 0, 2, multi);  // same row twice
+          EXPECT_NEAR(multi[0], want, tol) << Label(t, type) << " multi w=" << wk << " a=" << ak;
+          EXPECT_NEAR(multi[1], want, tol) << Label(t, type) << " multi w=" << wk << " a=" << ak;
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelsTest, MultiRowDotEqualsSingleRowDots) {
   const int64_t n = 1024;
   for (const KernelTable* t : Available()) {

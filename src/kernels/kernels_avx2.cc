@@ -1,0 +1,13 @@
+// The AVX2 + FMA + F16C kernel table (integer dots with maddubs/madd). Kernels: x86_common.h.
+#include "kernels/x86_common.h"
+
+namespace tandem::kernels::internal {
+
+bool HasAvx2() { return true; }
+
+void FillAvx2(KernelTable* t) {
+  t->isa = Isa::kAvx2;
+  x86::FillCommon(t);
+}
+
+}  // namespace tandem::kernels::internal

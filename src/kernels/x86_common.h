@@ -1,0 +1,868 @@
+// x86 kernels shared by kernels_avx2.cc and kernels_avx512.cc (internal to src/kernels).
+//
+// Every kernel here works on 256-bit vectors. The including file chooses how integer dot
+// products are formed: by default with AVX2 maddubs/madd; with TANDEM_X86_VNNI defined (the
+// AVX-512 file, compiled with -mavx512vnni -mavx512vl) with VPDPBUSD / VPDPWSSD, which fuse the
+// widening multiply-add with the accumulation. All code sits in an unnamed namespace so that each
+// including file gets its own copy, compiled with its own instruction-set flags (no ODR sharing
+// of differently compiled inline functions).
+//
+// Dot products: every weight type has one kernel template Dot<NA> computing one weight row against
+// NA activation rows; vec_dot is Dot<1>, vec_dot_multi dispatches na to Dot<na>. Each weight
+// block is loaded and unpacked once and used for all NA rows. Integer partial sums stay in
+// vector registers for a block (or super-block), are scaled in float, and are reduced
+// horizontally once at the end of the row. With NA == 1 several independent accumulators hide
+// the latency of the accumulation chains (decode is one row at a time and must keep up with
+// memory bandwidth).
+//
+// Weights are unpacked to unsigned bytes where the format stores a biased value (Q4_0, Q5_0,
+// Q3_K, Q6_K) and the bias is taken back through the activation block sums (Q8_K bsums) or
+// by making the weight signed and using the abs/sign trick (32-element formats).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/internal.h"
+#include "quant/quant.h"
+
+namespace tandem::kernels::x86 {
+namespace {
+
+using quant::BlockQ2_K;
+using quant::BlockQ3_K;
+using quant::BlockQ4_0;
+using quant::BlockQ4_1;
+using quant::BlockQ4_K;
+using quant::BlockQ5_0;
+using quant::BlockQ5_1;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+using quant::BlockQ8_1;
+using quant::BlockQ8_K;
+
+// ---- small helpers ----
+
+inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
+
+inline uint16_t F2H(float f) {
+  return static_cast<uint16_t>(
+      _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+
+inline __m256i Load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+inline __m128i Load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+inline float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int HsumI(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float Hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Sums of four adjacent products u8 x s8, as 8 int32 (exact: no saturation for |u| <= 128,
+// |s| <= 127 in the AVX2 form either, since a pair sum stays below 2^15).
+inline __m256i DotUS(__m256i u, __m256i s) {
+#ifdef TANDEM_X86_VNNI
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// Signed x signed: |x| times y with x's sign.
+inline __m256i DotSS(__m256i x, __m256i y) {
+  return DotUS(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+// Sums of four adjacent products (u - bias) x s for u8 u and s8 s, as 8 int32.
+inline __m256i DotUSBias(__m256i u, __m256i bias, __m256i s) {
+#ifdef TANDEM_X86_VNNI
+  const __m256i z = _mm256_setzero_si256();
+  return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, s), _mm256_dpbusd_epi32(z, bias, s));
+#else
+  const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, s), _mm256_maddubs_epi16(bias, s));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
+}
+
+// acc + (pairwise int16 products p * s summed into int32).
+inline __m256i MaddAcc(__m256i acc, __m256i p, __m256i s) {
+#ifdef TANDEM_X86_VNNI
+  return _mm256_dpwssd_epi32(acc, p, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+#endif
+}
+
+// Byte i (0..31) = 0x10 if bit i of the little-endian 32-bit word at p is set, else 0.
+inline __m256i FifthBits(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  __m256i b = _mm256_set1_epi32(static_cast<int>(v));
+  b = _mm256_shuffle_epi8(b, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                               0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  b = _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+}
+
+// 32 four-bit values of a 32-element block: low nibbles (elements 0..15), then high nibbles.
+inline __m256i Nibbles32(const uint8_t* qs) {
+  const __m128i q = Load128(qs);
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// Shuffle pattern that broadcasts int16 lane j of each 128-bit half.
+inline __m256i Bcast16(int j) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * j)); }
+
+// Even bytes then odd bytes: after widening to int16, the low 128-bit half holds the scales of
+// the even 16-element sub-blocks and the high half those of the odd ones, so Bcast16(c) gives
+// a vector whose halves scale the two sub-blocks of 32-element chunk c.
+inline __m128i EvenOdd() {
+  return _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
+template <typename T>
+inline const T* Row(const void* a, size_t stride, int r) {
+  return reinterpret_cast<const T*>(static_cast<const uint8_t*>(a) + r * stride);
+}
+
+// Float accumulators per activation row: more independent chains when there are fewer rows.
+template <int NA>
+inline constexpr int kSlots = NA == 1 ? 4 : (NA == 2 ? 2 : 1);
+
+// ---- 32-element block formats ----
+
+// Q8_0, Q4_0, Q5_0 weights with Q8_0 activations. Kind selects the unpacking.
+enum class Sym { kQ8_0, kQ4_0, kQ5_0 };
+
+// The block's quants as bytes: signed for Q8_0, the stored biased values for Q4_0 / Q5_0.
+template <Sym K>
+inline __m256i BlockQuants(const void* blocks, int64_t i) {
+  if constexpr (K == Sym::kQ8_0) {
+    return Load256(static_cast<const BlockQ8_0*>(blocks)[i].qs);
+  } else if constexpr (K == Sym::kQ4_0) {
+    return Nibbles32(static_cast<const BlockQ4_0*>(blocks)[i].qs);
+  } else {
+    const BlockQ5_0& b = static_cast<const BlockQ5_0*>(blocks)[i];
+    return _mm256_or_si256(Nibbles32(b.qs), FifthBits(b.qh));
+  }
+}
+
+template <Sym K>
+inline float BlockScale(const void* blocks, int64_t i) {
+  if constexpr (K == Sym::kQ8_0) return H2F(static_cast<const BlockQ8_0*>(blocks)[i].d);
+  if constexpr (K == Sym::kQ4_0) return H2F(static_cast<const BlockQ4_0*>(blocks)[i].d);
+  return H2F(static_cast<const BlockQ5_0*>(blocks)[i].d);
+}
+
+template <Sym K, int NA>
+void DotSym(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = kSlots<NA>;
+  const int64_t nb = n / quant::kQK;
+  __m256 acc[NA][S];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r)
+    for (int s = 0; s < S; ++s) acc[r][s] = _mm256_setzero_ps();
+  auto block = [&](int64_t i, int s) __attribute__((always_inline)) {
+    const __m256i q = BlockQuants<K>(w, i);
+    const __m256i qa = K == Sym::kQ8_0 ? _mm256_sign_epi8(q, q) : q;
+    const __m256i bias = _mm256_set1_epi8(K == Sym::kQ4_0 ? 8 : 16);
+    const float dw = BlockScale<K>(w, i);
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_0& y = Row<BlockQ8_0>(a, stride, r)[i];
+      const __m256i ya = Load256(y.qs);
+      const __m256i p = K == Sym::kQ8_0 ? DotUS(qa, _mm256_sign_epi8(ya, q))
+                                        : DotUSBias(qa, bias, ya);
+      acc[r][s] = _mm256_fmadd_ps(_mm256_set1_ps(dw * H2F(y.d)), _mm256_cvtepi32_ps(p), acc[r][s]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + S <= nb; i += S) {
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) block(i + s, s);
+  }
+  for (; i < nb; ++i) block(i, 0);
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) {
+    __m256 t = acc[r][0];
+    for (int s = 1; s < S; ++s) t = _mm256_add_ps(t, acc[r][s]);
+    out[r] = Hsum(t);
+  }
+}
+
+// Q4_1, Q5_1 weights (x = d*u + m) with Q8_1 activations.
+template <bool kFive, int NA>
+void DotAffine(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = kSlots<NA>;
+  const int64_t nb = n / quant::kQK;
+  __m256 acc[NA][S];
+  float msum[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) {
+    msum[r] = 0;
+    for (int s = 0; s < S; ++s) acc[r][s] = _mm256_setzero_ps();
+  }
+  auto block = [&](int64_t i, int s) __attribute__((always_inline)) {
+    __m256i u;
+    float dw, mw;
+    if constexpr (kFive) {
+      const BlockQ5_1& b = static_cast<const BlockQ5_1*>(w)[i];
+      u = _mm256_or_si256(Nibbles32(b.qs), FifthBits(b.qh));
+      dw = H2F(b.d);
+      mw = H2F(b.m);
+    } else {
+      const BlockQ4_1& b = static_cast<const BlockQ4_1*>(w)[i];
+      u = Nibbles32(b.qs);
+      dw = H2F(b.d);
+      mw = H2F(b.m);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_1& y = Row<BlockQ8_1>(a, stride, r)[i];
+      const __m256i p = DotUS(u, Load256(y.qs));
+      acc[r][s] = _mm256_fmadd_ps(_mm256_set1_ps(dw * H2F(y.d)), _mm256_cvtepi32_ps(p), acc[r][s]);
+      msum[r] += mw * H2F(y.s);
+    }
+  };
+  int64_t i = 0;
+  for (; i + S <= nb; i += S) {
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) block(i + s, s);
+  }
+  for (; i < nb; ++i) block(i, 0);
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) {
+    __m256 t = acc[r][0];
+    for (int s = 1; s < S; ++s) t = _mm256_add_ps(t, acc[r][s]);
+    out[r] = Hsum(t) + msum[r];
+  }
+}
+
+// ---- K formats (Q8_K activations) ----
+
+// Integer accumulators per row within a super-block.
+template <int NA>
+inline constexpr int kIntSlots = NA == 1 ? 4 : (NA == 2 ? 2 : 1);
+
+// Q4_K / Q5_K: x = d*sc*q - dmin*mn per 32 elements.
+inline void UnpackK4(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, s, 4);
+  std::memcpy(&w1, s + 4, 4);
+  std::memcpy(&w2, s + 8, 4);
+  const uint32_t sc_lo = w0 & 0x3F3F3F3F, mn_lo = w1 & 0x3F3F3F3F;
+  const uint32_t sc_hi = (w2 & 0x0F0F0F0F) | ((w0 >> 2) & 0x30303030);
+  const uint32_t mn_hi = ((w2 >> 4) & 0x0F0F0F0F) | ((w1 >> 2) & 0x30303030);
+  *sc = sc_lo | uint64_t{sc_hi} << 32;
+  *mn = mn_lo | uint64_t{mn_hi} << 32;
+}
+
+template <bool kFive, int NA>
+void DotK4(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = kIntSlots<NA>;
+  const int64_t nb = n / quant::kQKK;
+  __m256 accd[NA], accm[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) accd[r] = accm[r] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* scales;
+    const uint8_t* qs;
+    const uint8_t* qh = nullptr;
+    float d, dmin;
+    if constexpr (kFive) {
+      const BlockQ5_K& b = static_cast<const BlockQ5_K*>(w)[i];
+      scales = b.scales, qs = b.qs, qh = b.qh;
+      d = H2F(b.d), dmin = H2F(b.dmin);
+    } else {
+      const BlockQ4_K& b = static_cast<const BlockQ4_K*>(w)[i];
+      scales = b.scales, qs = b.qs;
+      d = H2F(b.d), dmin = H2F(b.dmin);
+    }
+    uint64_t sc, mn;
+    UnpackK4(scales, &sc, &mn);
+    const __m256i scv =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    const __m128i mn8 = _mm_cvtsi64_si128(static_cast<long long>(mn));
+    const __m256i mnv = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));  // mn[j] twice
+    __m256i hv;
+    if constexpr (kFive) hv = Load256(qh);
+    __m256i acci[NA][S];
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r)
+      for (int s = 0; s < S; ++s) acci[r][s] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m256i qv = Load256(qs + 32 * k);
+      __m256i lo = _mm256_and_si256(qv, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), low4);
+      if constexpr (kFive) {
+        const __m256i t = _mm256_srli_epi16(hv, 2 * k);
+        const __m256i bit5 = _mm256_set1_epi8(0x10);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(t, 4), bit5));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(t, 3), bit5));
+      }
+      const __m256i s_lo = _mm256_shuffle_epi8(scv, Bcast16(2 * k));
+      const __m256i s_hi = _mm256_shuffle_epi8(scv, Bcast16(2 * k + 1));
+#pragma GCC unroll 8
+      for (int r = 0; r < NA; ++r) {
+        const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+        __m256i& ac = acci[r][k % S];
+        ac = MaddAcc(ac, _mm256_maddubs_epi16(lo, Load256(y.qs + 64 * k)), s_lo);
+        ac = MaddAcc(ac, _mm256_maddubs_epi16(hi, Load256(y.qs + 64 * k + 32)), s_hi);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+      __m256i t = acci[r][0];
+      for (int s = 1; s < S; ++s) t = _mm256_add_epi32(t, acci[r][s]);
+      const __m256i m = _mm256_madd_epi16(Load256(y.bsums), mnv);
+      accd[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(t), accd[r]);
+      accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * y.d), _mm256_cvtepi32_ps(m), accm[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) out[r] = Hsum(_mm256_sub_ps(accd[r], accm[r]));
+}
+
+// Q6_K: x = d*sc*(u - 32), u six bits, int8 sc per 16 elements.
+template <int NA>
+void DotQ6K(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = kIntSlots<NA>;
+  const int64_t nb = n / quant::kQKK;
+  __m256 acc[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ6_K& b = static_cast<const BlockQ6_K*>(w)[i];
+    const float d = H2F(b.d);
+    const __m128i sc8 = Load128(b.scales);
+    const __m256i sc_nat = _mm256_cvtepi8_epi16(sc8);
+    const __m256i sc_eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, EvenOdd()));
+    __m256i acci[NA][S];
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r)
+      for (int s = 0; s < S; ++s) acci[r][s] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = Load256(b.ql + 64 * h), ql1 = Load256(b.ql + 64 * h + 32);
+      const __m256i qh = Load256(b.qh + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int c = 4 * h + s;
+        const __m256i l = s == 0 ? _mm256_and_si256(ql0, low4)
+                        : s == 1 ? _mm256_and_si256(ql1, low4)
+                        : s == 2 ? _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4)
+                                 : _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4);
+        const __m256i hb = s == 0 ? _mm256_slli_epi16(qh, 4)
+                         : s == 1 ? _mm256_slli_epi16(qh, 2)
+                         : s == 2 ? qh
+                                  : _mm256_srli_epi16(qh, 2);
+        const __m256i q = _mm256_or_si256(l, _mm256_and_si256(hb, two));
+        const __m256i scv = _mm256_shuffle_epi8(sc_eo, Bcast16(c));
+#pragma GCC unroll 8
+        for (int r = 0; r < NA; ++r) {
+          const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+          __m256i& ac = acci[r][c % S];
+          ac = MaddAcc(ac, _mm256_maddubs_epi16(q, Load256(y.qs + 32 * c)), scv);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+      __m256i t = acci[r][0];
+      for (int s = 1; s < S; ++s) t = _mm256_add_epi32(t, acci[r][s]);
+      const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(Load256(y.bsums), sc_nat), 5);
+      t = _mm256_sub_epi32(t, bias);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(t), acc[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) out[r] = Hsum(acc[r]);
+}
+
+// Q2_K: x = d*sc*q - dmin*mn, q two bits, 4-bit sc and mn per 16 elements.
+template <int NA>
+void DotQ2K(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = kIntSlots<NA>;
+  const int64_t nb = n / quant::kQKK;
+  __m256 accd[NA], accm[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) accd[r] = accm[r] = _mm256_setzero_ps();
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ2_K& b = static_cast<const BlockQ2_K*>(w)[i];
+    const float d = H2F(b.d), dmin = H2F(b.dmin);
+    const __m128i s8 = Load128(b.scales);
+    const __m256i sc_eo =
+        _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(s8, low4), EvenOdd()));
+    const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), low4));
+    __m256i acci[NA][S];
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r)
+      for (int s = 0; s < S; ++s) acci[r][s] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qv = Load256(b.qs + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int c = 4 * h + s;
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), three);
+        const __m256i scv = _mm256_shuffle_epi8(sc_eo, Bcast16(c));
+#pragma GCC unroll 8
+        for (int r = 0; r < NA; ++r) {
+          const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+          __m256i& ac = acci[r][c % S];
+          ac = MaddAcc(ac, _mm256_maddubs_epi16(q, Load256(y.qs + 32 * c)), scv);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+      __m256i t = acci[r][0];
+      for (int s = 1; s < S; ++s) t = _mm256_add_epi32(t, acci[r][s]);
+      const __m256i m = _mm256_madd_epi16(Load256(y.bsums), mn);
+      accd[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(t), accd[r]);
+      accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * y.d), _mm256_cvtepi32_ps(m), accm[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) out[r] = Hsum(_mm256_sub_ps(accd[r], accm[r]));
+}
+
+// Q3_K: x = d*sc*(u - 4), u = two low bits | high bit << 2, signed 6-bit sc per 16 elements.
+inline __m128i UnpackQ3KScales(const uint8_t* s) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, s, 4);
+  std::memcpy(&w1, s + 4, 4);
+  std::memcpy(&w2, s + 8, 4);
+  const uint32_t m4 = 0x0F0F0F0F, m2 = 0x03030303;
+  const uint32_t s0 = (w0 & m4) | (w2 & m2) << 4;
+  const uint32_t s1 = (w1 & m4) | ((w2 >> 2) & m2) << 4;
+  const uint32_t s2 = ((w0 >> 4) & m4) | ((w2 >> 4) & m2) << 4;
+  const uint32_t s3 = ((w1 >> 4) & m4) | ((w2 >> 6) & m2) << 4;
+  const __m128i u = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1),
+                                   static_cast<int>(s2), static_cast<int>(s3));
+  return _mm_sub_epi8(u, _mm_set1_epi8(32));
+}
+
+template <int NA>
+void DotQ3K(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = kIntSlots<NA>;
+  const int64_t nb = n / quant::kQKK;
+  __m256 acc[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ3_K& b = static_cast<const BlockQ3_K*>(w)[i];
+    const float d = H2F(b.d);
+    const __m128i sc8 = UnpackQ3KScales(b.scales);
+    const __m256i sc_nat = _mm256_cvtepi8_epi16(sc8);
+    const __m256i sc_eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, EvenOdd()));
+    const __m256i hm = Load256(b.hmask);
+    __m256i acci[NA][S];
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r)
+      for (int s = 0; s < S; ++s) acci[r][s] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qv = Load256(b.qs + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int c = 4 * h + s;
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), three);
+        // bit c of hmask, moved to bit 2
+        const __m256i hb = c <= 2 ? _mm256_slli_epi16(hm, 2 - c) : _mm256_srli_epi16(hm, c - 2);
+        const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hb, four));
+        const __m256i scv = _mm256_shuffle_epi8(sc_eo, Bcast16(c));
+#pragma GCC unroll 8
+        for (int r = 0; r < NA; ++r) {
+          const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+          __m256i& ac = acci[r][c % S];
+          ac = MaddAcc(ac, _mm256_maddubs_epi16(q, Load256(y.qs + 32 * c)), scv);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+      __m256i t = acci[r][0];
+      for (int s = 1; s < S; ++s) t = _mm256_add_epi32(t, acci[r][s]);
+      const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(Load256(y.bsums), sc_nat), 2);
+      t = _mm256_sub_epi32(t, bias);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(t), acc[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) out[r] = Hsum(acc[r]);
+}
+
+// ---- float weights (F32 activations) ----
+
+enum class Fw { kF32, kF16, kBF16 };
+
+template <Fw K>
+inline __m256 LoadW8(const void* w, int64_t i) {
+  if constexpr (K == Fw::kF32) return _mm256_loadu_ps(static_cast<const float*>(w) + i);
+  if constexpr (K == Fw::kF16) return _mm256_cvtph_ps(Load128(static_cast<const uint16_t*>(w) + i));
+  const __m256i v = _mm256_cvtepu16_epi32(Load128(static_cast<const uint16_t*>(w) + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+template <Fw K>
+inline float WScalar(const void* w, int64_t i) {
+  if constexpr (K == Fw::kF32) return static_cast<const float*>(w)[i];
+  if constexpr (K == Fw::kF16) return H2F(static_cast<const uint16_t*>(w)[i]);
+  uint32_t u = uint32_t{static_cast<const uint16_t*>(w)[i]} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <Fw K, int NA>
+void DotFloat(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = kSlots<NA>;
+  __m256 acc[NA][S];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r)
+    for (int s = 0; s < S; ++s) acc[r][s] = _mm256_setzero_ps();
+  auto step = [&](int64_t i, int s) __attribute__((always_inline)) {
+    const __m256 x = LoadW8<K>(w, i);
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      acc[r][s] = _mm256_fmadd_ps(x, _mm256_loadu_ps(Row<float>(a, stride, r) + i), acc[r][s]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 8 * S <= n; i += 8 * S) {
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) step(i + 8 * s, s);
+  }
+  for (; i + 8 <= n; i += 8) step(i, 0);
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) {
+    __m256 t = acc[r][0];
+    for (int s = 1; s < S; ++s) t = _mm256_add_ps(t, acc[r][s]);
+    float sum = Hsum(t);
+    for (int64_t j = i; j < n; ++j) sum += WScalar<K>(w, j) * Row<float>(a, stride, r)[j];
+    out[r] = sum;
+  }
+}
+
+// ---- adapters to the table's signatures ----
+
+// Kernel structs: K::Run<NA>(n, w, a, stride, out).
+#define TANDEM_X86_KERNEL(Name, Call)                                                       \
+  struct Name {                                                                           \
+    template <int NA>                                                                     \
+    static void Run(int64_t n, const void* w, const void* a, size_t stride, float* out) { \
+      Call(n, w, a, stride, out);                                                         \
+    }                                                                                     \
+  };
+TANDEM_X86_KERNEL(KF32, (DotFloat<Fw::kF32, NA>))
+TANDEM_X86_KERNEL(KF16, (DotFloat<Fw::kF16, NA>))
+TANDEM_X86_KERNEL(KBF16, (DotFloat<Fw::kBF16, NA>))
+TANDEM_X86_KERNEL(KQ4_0, (DotSym<Sym::kQ4_0, NA>))
+TANDEM_X86_KERNEL(KQ5_0, (DotSym<Sym::kQ5_0, NA>))
+TANDEM_X86_KERNEL(KQ8_0, (DotSym<Sym::kQ8_0, NA>))
+TANDEM_X86_KERNEL(KQ4_1, (DotAffine<false, NA>))
+TANDEM_X86_KERNEL(KQ5_1, (DotAffine<true, NA>))
+TANDEM_X86_KERNEL(KQ2_K, DotQ2K<NA>)
+TANDEM_X86_KERNEL(KQ3_K, DotQ3K<NA>)
+TANDEM_X86_KERNEL(KQ4_K, (DotK4<false, NA>))
+TANDEM_X86_KERNEL(KQ5_K, (DotK4<true, NA>))
+TANDEM_X86_KERNEL(KQ6_K, DotQ6K<NA>)
+#undef TANDEM_X86_KERNEL
+
+template <typename K>
+float VecDot(int64_t n, const void* w, const void* a) {
+  float out;
+  K::template Run<1>(n, w, a, 0, &out);
+  return out;
+}
+
+template <typename K>
+void VecDotMulti(int64_t n, const void* w, const void* a, size_t stride, int na, float* out) {
+  switch (na) {
+    case 1: K::template Run<1>(n, w, a, stride, out); break;
+    case 2: K::template Run<2>(n, w, a, stride, out); break;
+    case 3: K::template Run<3>(n, w, a, stride, out); break;
+    case 4: K::template Run<4>(n, w, a, stride, out); break;
+    case 5: K::template Run<5>(n, w, a, stride, out); break;
+    case 6: K::template Run<6>(n, w, a, stride, out); break;
+    case 7: K::template Run<7>(n, w, a, stride, out); break;
+    default: K::template Run<8>(n, w, a, stride, out); break;
+  }
+}
+
+// ---- activation quantizers ----
+
+inline __m256 Abs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// Rounds (to nearest even, as lrint) x * id, clamps to [-127, 127] and stores 32 int8 in order.
+// Returns the 8-lane int32 partial sums of the stored values of elements 0..15 and 16..31.
+inline void Round32(const float* x, __m256 id, int8_t* qs, __m256i* sum_lo, __m256i* sum_hi) {
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  __m256i q[4];
+  for (int k = 0; k < 4; ++k) {
+    q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
+    q[k] = _mm256_min_epi32(_mm256_max_epi32(q[k], lo), hi);
+  }
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs),
+                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  *sum_lo = _mm256_add_epi32(q[0], q[1]);
+  *sum_hi = _mm256_add_epi32(q[2], q[3]);
+}
+
+inline float Amax32(const float* x) {
+  __m256 m = Abs(_mm256_loadu_ps(x));
+  for (int k = 1; k < 4; ++k) m = _mm256_max_ps(m, Abs(_mm256_loadu_ps(x + 8 * k)));
+  return Hmax(m);
+}
+
+// One Q8_0 / Q8_1 block; returns sum(qs).
+inline int QuantQ8Block(const float* x, uint16_t* d16, int8_t* qs) {
+  const float amax = Amax32(x);
+  *d16 = F2H(amax / 127);
+  const float d = H2F(*d16);
+  const float id = d != 0 ? 1 / d : 0;
+  __m256i s0, s1;
+  Round32(x, _mm256_set1_ps(id), qs, &s0, &s1);
+  return HsumI(_mm256_add_epi32(s0, s1));
+}
+
+void QuantizeQ8_0(const float* src, void* dst, int64_t n) {
+  BlockQ8_0* b = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / quant::kQK; ++i) QuantQ8Block(src + i * quant::kQK, &b[i].d, b[i].qs);
+}
+
+void QuantizeQ8_1(const float* src, void* dst, int64_t n) {
+  BlockQ8_1* b = static_cast<BlockQ8_1*>(dst);
+  for (int64_t i = 0; i < n / quant::kQK; ++i) {
+    const int sum = QuantQ8Block(src + i * quant::kQK, &b[i].d, b[i].qs);
+    b[i].s = F2H(H2F(b[i].d) * static_cast<float>(sum));
+  }
+}
+
+void QuantizeQ8_K(const float* src, void* dst, int64_t n) {
+  BlockQ8_K* b = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < n / quant::kQKK; ++i) {
+    const float* x = src + i * quant::kQKK;
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < quant::kQKK; k += 8) m = _mm256_max_ps(m, Abs(_mm256_loadu_ps(x + k)));
+    const float amax = Hmax(m);
+    b[i].d = amax / 127;
+    const __m256 id = _mm256_set1_ps(amax > 0 ? 127 / amax : 0);
+    for (int c = 0; c < 8; ++c) {
+      __m256i s0, s1;
+      Round32(x + 32 * c, id, b[i].qs + 32 * c, &s0, &s1);
+      b[i].bsums[2 * c] = static_cast<int16_t>(HsumI(s0));
+      b[i].bsums[2 * c + 1] = static_cast<int16_t>(HsumI(s1));
+    }
+  }
+}
+
+// ---- float operations ----
+
+// e^x, relative error ~2e-7 for x in [-87, 88]; 0 below about -87.3 (e^x is then subnormal).
+inline __m256 Exp(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.0f)), _mm256_set1_ps(88.0f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = x - k ln2 in two steps (ln2 split so that k * hi is exact).
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  // Taylor series of e^r to degree 7 (|r| <= 0.347: truncation error < 1e-8 relative).
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// Sum of the 8 lanes of v added to a 4-lane double accumulator.
+inline __m256d AddWide(__m256d acc, __m256 v) {
+  acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  return _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+inline double HsumD(__m256d v) {
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    acc0 = _mm256_fmadd_pd(lo, lo, acc0);
+    acc1 = _mm256_fmadd_pd(hi, hi, acc1);
+  }
+  double ss = HsumD(_mm256_add_pd(acc0, acc1));
+  for (int64_t j = i; j < n; ++j) ss += static_cast<double>(x[j]) * x[j];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  const __m256 vi = _mm256_set1_ps(inv);
+  for (i = 0; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i,
+                     _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi), _mm256_loadu_ps(w + i)));
+  }
+  for (; i < n; ++i) y[i] = x[i] * inv * w[i];
+}
+
+void Softmax(float* x, int64_t n) {
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  float mx = Hmax(mv);
+  for (int64_t j = i; j < n; ++j) mx = std::fmax(mx, x[j]);
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256d sum = _mm256_setzero_pd();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(x + i, e);
+    sum = AddWide(sum, e);
+  }
+  double s = HsumD(sum);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    s += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / s);
+  const __m256 vi = _mm256_set1_ps(inv);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
+  for (; i < n; ++i) x[i] *= inv;
+}
+
+void SiluMul(const float* gate, const float* up, float* y, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, Exp(_mm256_sub_ps(zero, g))));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    y[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Add(const float* a, const float* b, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void Scale(float* x, float s, int64_t n) {
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+  for (; i < n; ++i) x[i] *= s;
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float out;
+  DotFloat<Fw::kF32, 1>(n, a, b, 0, &out);
+  return out;
+}
+
+void Axpy(float s, const float* x, float* y, int64_t n) {
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += s * x[i];
+}
+
+void Rope(float* x, int64_t head_dim, const float* cos, const float* sin, bool neox) {
+  const int64_t half = head_dim / 2;
+  int64_t i = 0;
+  if (neox) {
+    for (; i + 8 <= half; i += 8) {
+      const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + half);
+      const __m256 c = _mm256_loadu_ps(cos + i), s = _mm256_loadu_ps(sin + i);
+      _mm256_storeu_ps(x + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+      _mm256_storeu_ps(x + i + half, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+    }
+  } else {
+    for (; i + 4 <= half; i += 4) {
+      const __m128 c4 = _mm_loadu_ps(cos + i), s4 = _mm_loadu_ps(sin + i);
+      const __m256 c = _mm256_set_m128(_mm_unpackhi_ps(c4, c4), _mm_unpacklo_ps(c4, c4));
+      const __m256 s = _mm256_set_m128(_mm_unpackhi_ps(s4, s4), _mm_unpacklo_ps(s4, s4));
+      const __m256 v = _mm256_loadu_ps(x + 2 * i);
+      const __m256 sw = _mm256_permute_ps(v, 0xB1);  // (b, a) pairs
+      // even: a c - b s; odd: b c + a s
+      _mm256_storeu_ps(x + 2 * i, _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(sw, s)));
+    }
+  }
+  for (; i < half; ++i) {
+    const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+    const float a = x[i0], b = x[i1];
+    x[i0] = a * cos[i] - b * sin[i];
+    x[i1] = a * sin[i] + b * cos[i];
+  }
+}
+
+// Fills every entry this header implements (the caller sets t->isa).
+inline void FillCommon(KernelTable* t) {
+  auto set = [t](TensorType type, quant::VecDotFn dot, VecDotMultiFn multi) {
+    TypeKernels& k = t->types[static_cast<uint32_t>(type)];
+    k.vec_dot = dot;
+    k.vec_dot_multi = multi;
+  };
+#define TANDEM_X86_SET(T) set(TensorType::k##T, VecDot<K##T>, VecDotMulti<K##T>);
+  TANDEM_X86_SET(F32) TANDEM_X86_SET(F16) TANDEM_X86_SET(BF16) TANDEM_X86_SET(Q4_0)
+  TANDEM_X86_SET(Q4_1) TANDEM_X86_SET(Q5_0) TANDEM_X86_SET(Q5_1) TANDEM_X86_SET(Q8_0)
+  TANDEM_X86_SET(Q2_K) TANDEM_X86_SET(Q3_K) TANDEM_X86_SET(Q4_K) TANDEM_X86_SET(Q5_K)
+  TANDEM_X86_SET(Q6_K)
+#undef TANDEM_X86_SET
+  t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_0)] = QuantizeQ8_0;
+  t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_1)] = QuantizeQ8_1;
+  t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)] = QuantizeQ8_K;
+  t->f = FloatOps{RmsNorm, Softmax, SiluMul, Add, Scale, Dot, Axpy, Rope};
+}
+
+}  // namespace
+}  // namespace tandem::kernels::x86
