@@ -9,6 +9,9 @@ namespace tandem::apps {
 void RegisterInspect(CLI::App& app, int* exit_code);
 void RegisterMakeModel(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
+void RegisterRun(CLI::App& app, int* exit_code);
+void RegisterLogits(CLI::App& app, int* exit_code);
+void RegisterBench(CLI::App& app, int* exit_code);
 
 // Prints "tandem: error: <message>" as one line on stderr and returns 1.
 int ReportError(const std::string& message);

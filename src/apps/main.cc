@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   tandem::apps::RegisterInspect(app, &exit_code);
   tandem::apps::RegisterMakeModel(app, &exit_code);
   tandem::apps::RegisterTokenize(app, &exit_code);
+  tandem::apps::RegisterRun(app, &exit_code);
+  tandem::apps::RegisterLogits(app, &exit_code);
+  tandem::apps::RegisterBench(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,74 @@
+// `tandem logits`: all prompt positions in one batch, then greedy tokens, as JSON in the format
+// of ../shared/reference/logits.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/model_flags.h"
+
+namespace tandem::apps {
+
+void RegisterLogits(CLI::App& app, int* exit_code) {
+  struct Args {
+    ModelFlags model;
+    std::string prompt;
+    int greedy = 32;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("logits", "Print the logits of every prompt position as JSON");
+  AddModelFlags(cmd, &a->model);
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt (BOS is added; special tokens are text)")
+      ->required();
+  cmd->add_option("--greedy", a->greedy, "Greedy tokens to generate after the prompt")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->callback([a, exit_code] {
+    auto fail = [&](const Status& s) { *exit_code = ReportError(s.ToString()); };
+    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(ToEngineOptions(a->model));
+    if (!e.ok()) return fail(e.status());
+    engine::Engine& eng = **e;
+    Result<std::vector<int32_t>> tokens = eng.tokenizer().Encode(a->prompt, {true, false});
+    if (!tokens.ok()) return fail(tokens.status());
+    if (tokens->empty()) return fail(Status::InvalidArgument("the prompt gives no tokens"));
+    model::Context& ctx = eng.context();
+    const int64_t n_vocab = eng.model().params().n_vocab;
+    if (static_cast<int64_t>(tokens->size()) + a->greedy > ctx.cache().n_ctx()) {
+      return fail(Status::OutOfRange("prompt and greedy tokens exceed the context (raise -c)"));
+    }
+    model::Batch batch;
+    for (size_t i = 0; i < tokens->size(); ++i) {
+      batch.Add((*tokens)[i], static_cast<int32_t>(i), 0, true);
+    }
+    if (Status s = ctx.Decode(batch); !s.ok()) return fail(s);
+    nlohmann::json logits = nlohmann::json::array();
+    for (int64_t p = 0; p < ctx.n_logits(); ++p) {
+      const float* row = ctx.logits() + p * n_vocab;
+      logits.push_back(std::vector<float>(row, row + n_vocab));
+    }
+    std::vector<int32_t> greedy;
+    int32_t pos = static_cast<int32_t>(tokens->size());
+    const float* last = ctx.logits() + (ctx.n_logits() - 1) * n_vocab;
+    int32_t next = static_cast<int32_t>(std::max_element(last, last + n_vocab) - last);
+    for (int g = 0; g < a->greedy; ++g) {
+      greedy.push_back(next);
+      batch.Clear();
+      batch.Add(next, pos++, 0, true);
+      if (Status s = ctx.Decode(batch); !s.ok()) return fail(s);
+      next = static_cast<int32_t>(std::max_element(ctx.logits(), ctx.logits() + n_vocab) -
+                                  ctx.logits());
+    }
+    nlohmann::json j;
+    j["model"] = std::filesystem::path(a->model.model).filename().string();
+    j["prompt"] = a->prompt;
+    j["add_bos"] = !tokens->empty() && (*tokens)[0] == eng.tokenizer().vocab().bos();
+    j["flash_attn"] = false;
+    j["n_vocab"] = n_vocab;
+    j["prompt_tokens"] = *tokens;
+    j["logits"] = std::move(logits);
+    j["greedy"] = greedy;
+    std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  });
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,73 @@
+// `tandem run`, `logits` and `bench` end to end on the reference models.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.h"
+#include "test_support.h"
+
+namespace tandem {
+namespace {
+
+using testing::RunResult;
+using testing::RunTandem;
+using testing::SharedDir;
+
+TEST(GenerateCliTest, Stories260KGreedyMatchesLlama2cByteForByte) {
+  const auto model = SharedDir() / "reference/models/stories260K.gguf";
+  TANDEM_REQUIRE_SHARED(model);
+  RunResult r = RunTandem({"run", "-m", model.string(), "-n", "200", "--temp", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, testing::Slurp((SharedDir() / "reference/stories260K.llama2c-greedy-200.txt").string()));
+  EXPECT_NE(r.err.find("generation: 200 tokens"), std::string::npos) << r.err;
+}
+
+TEST(GenerateCliTest, SeededSamplingIsReproducible) {
+  const auto model = SharedDir() / "reference/models/stories260K.gguf";
+  TANDEM_REQUIRE_SHARED(model);
+  const std::vector<std::string> args = {"run", "-m", model.string(), "-p", "Once upon a time",
+                                         "-n", "60", "--temp", "0.9", "-s", "1234"};
+  RunResult a = RunTandem(args), b = RunTandem(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  std::vector<std::string> other = args;
+  other.back() = "99";
+  EXPECT_NE(RunTandem(other).out, a.out);
+}
+
+TEST(GenerateCliTest, LogitsJsonHasTheReferenceFields) {
+  const auto model = SharedDir() / "reference/models/tiny-q8_0.gguf";
+  TANDEM_REQUIRE_SHARED(model);
+  RunResult r = RunTandem({"logits", "-m", model.string(), "-p", "Once upon a time", "--greedy", "4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* f : {"model", "prompt", "add_bos", "flash_attn", "n_vocab", "prompt_tokens",
+                        "logits", "greedy"}) {
+    EXPECT_TRUE(j.contains(f)) << f;
+  }
+  EXPECT_EQ(j["prompt_tokens"], nlohmann::json({1, 403, 407, 261, 378}));
+  EXPECT_EQ(j["logits"].size(), 5u);
+  EXPECT_EQ(j["logits"][0].size(), 512u);
+  EXPECT_EQ(j["greedy"].size(), 4u);
+}
+
+TEST(GenerateCliTest, BenchJsonAndErrors) {
+  const auto model = SharedDir() / "reference/models/tiny-q4_k_m.gguf";
+  TANDEM_REQUIRE_SHARED(model);
+  RunResult r = RunTandem({"bench", "-m", model.string(), "-p", "32", "-n", "8", "-r", "1", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["test"], "pp32");
+  EXPECT_EQ(j[1]["test"], "tg8");
+  EXPECT_GT(j[1]["tokens_per_s"].get<double>(), 0.0);
+  RunResult missing = RunTandem({"run", "-m", "/nonexistent.gguf", "-p", "x"});
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.err.find("tandem: error:"), std::string::npos);
+  RunResult full = RunTandem({"run", "-m", model.string(), "-c", "4", "-p", "Once upon a time, there was"});
+  EXPECT_NE(full.code, 0);
+  EXPECT_NE(full.err.find("context"), std::string::npos) << full.err;
+}
+
+}  // namespace
+}  // namespace tandem
