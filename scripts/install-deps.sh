@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
   libicu-dev                  # Unicode categories and regexes for the tokenizers
+  g++-aarch64-linux-gnu qemu-user  # ARM64 cross build, its tests run under qemu-aarch64
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test:
 #   1. the Release build and its CTest suite (unit, golden-file and command-line tests);
-#   2. the clang fuzz build (ASan + UBSan + libFuzzer) and its bounded fuzz runs.
+#   2. the aarch64 cross build of base/gguf/quant/kernels and their unit tests under qemu-user;
+#   3. the clang fuzz build (ASan + UBSan + libFuzzer) and its bounded fuzz runs.
 # TANDEM_FUZZ_SECONDS (default 60) sets how long each fuzzer runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +12,11 @@ jobs=$(nproc)
 echo "== release build and tests"
 "$root/scripts/build.sh" "$root/build"
 ctest --test-dir "$root/build" --output-on-failure --parallel "$jobs"
+
+echo "== arm64 cross build, tests under qemu"
+"$root/scripts/build.sh" "$root/build-arm64" -DTANDEM_KERNELS_ONLY=ON \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake"
+ctest --test-dir "$root/build-arm64" --output-on-failure --parallel "$jobs"
 
 echo "== fuzz build (clang, ASan, UBSan) and bounded fuzzing"
 CC=clang CXX=clang++ "$root/scripts/build.sh" "$root/build-fuzz" -DTANDEM_FUZZ=ON \
