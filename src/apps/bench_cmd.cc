@@ -51,15 +51,14 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a, exit_code] {
-    engine::EngineOptions eo = ToEngineOptions(a->model);
-    eo.n_ctx = std::max<int64_t>(a->pp, a->tg) + 16;
-    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(eo);
-    if (!e.ok()) {
-      *exit_code = ReportError(e.status().ToString());
+    // The model alone: benchmarks need no tokenizer (random-weight models may have none).
+    Result<model::Model> m = model::Model::Load(a->model.model);
+    if (!m.ok()) {
+      *exit_code = ReportError(m.status().ToString());
       return;
     }
-    engine::Engine& eng = **e;
-    const int64_t n_vocab = eng.model().params().n_vocab;
+    model::Context ctx(*m, std::max<int64_t>(a->pp, a->tg) + 16, a->model.threads);
+    const int64_t n_vocab = m->params().n_vocab;
     nlohmann::json out = nlohmann::json::array();
     const std::string name = std::filesystem::path(a->model.model).filename().string();
     if (!a->json) {
@@ -69,13 +68,13 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     for (bool generate : {false, true}) {
       const int64_t n = generate ? a->tg : a->pp;
       if (n <= 0) continue;
-      if (Result<double> warm = TimeRun(eng.context(), n_vocab, generate ? 4 : std::min<int64_t>(n, 32), a->model.n_batch, generate); !warm.ok()) {
+      if (Result<double> warm = TimeRun(ctx, n_vocab, generate ? 4 : std::min<int64_t>(n, 32), a->model.n_batch, generate); !warm.ok()) {
         *exit_code = ReportError(warm.status().ToString());
         return;
       }
       std::vector<double> tps;
       for (int r = 0; r < a->reps; ++r) {
-        Result<double> s = TimeRun(eng.context(), n_vocab, n, a->model.n_batch, generate);
+        Result<double> s = TimeRun(ctx, n_vocab, n, a->model.n_batch, generate);
         if (!s.ok()) {
           *exit_code = ReportError(s.status().ToString());
           return;
@@ -91,7 +90,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                        {"tokens_per_s", mean}, {"stddev", std::sqrt(var)}, {"samples", tps}});
       } else {
         char size[32];
-        std::snprintf(size, sizeof size, "%.2f GiB", eng.model().weight_bytes() / 1073741824.0);
+        std::snprintf(size, sizeof size, "%.2f GiB", m->weight_bytes() / 1073741824.0);
         std::printf("| %-28s | %10s | %7d | %8s | %6.2f ± %4.2f |\n", name.c_str(), size,
                     a->model.threads, test.c_str(), mean, std::sqrt(var));
       }
