@@ -71,3 +71,26 @@ TEST(GenerateCliTest, BenchJsonAndErrors) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// A model tandem makes itself runs end to end: synthetic vocabulary, tokenize, generate.
+TEST(GenerateCliTest, SelfMadeModelGenerates) {
+  const std::string path = ::testing::TempDir() + "tandem_selfmade_q8_0.gguf";
+  testing::RunResult mk =
+      testing::RunTandem({"make-model", "--shape", "tiny", "--type", "q8_0", "-o", path});
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  testing::RunResult tok = testing::RunTandem({"tokenize", "-m", path, "-p", "hello", "--ids"});
+  ASSERT_EQ(tok.code, 0) << tok.err;
+  EXPECT_FALSE(tok.out.empty());
+  testing::RunResult run = testing::RunTandem(
+      {"run", "-m", path, "-p", "hello world", "-n", "16", "--temp", "0"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_GT(run.out.size(), 1u);
+  EXPECT_NE(run.err.find("generation: 16 tokens"), std::string::npos) << run.err;
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,5 +1,7 @@
 #include "synth/make_model.h"
 
+#include "synth/vocab.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -193,6 +195,7 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
   w.Set(a + ".rope.freq_base", s.rope_freq_base);
   w.Set(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
   w.Set(a + ".vocab_size", s.n_vocab);
+  AddSyntheticVocab(w, s.n_vocab);
 
   const uint64_t q_dim = uint64_t{s.n_head} * s.head_dim;
   const uint64_t kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
