@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev          # JSON output
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
+  tmux                        # drives `tandem chat` like a person in the tests
   libicu-dev                  # Unicode categories and regexes for the tokenizers
   g++-aarch64-linux-gnu qemu-user  # ARM64 cross build, its tests run under qemu-aarch64
 )

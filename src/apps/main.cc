@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tandem::apps::RegisterRun(app, &exit_code);
   tandem::apps::RegisterLogits(app, &exit_code);
   tandem::apps::RegisterBench(app, &exit_code);
+  tandem::apps::RegisterChat(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "tokenizer/stream_decoder.h"
@@ -17,6 +18,18 @@ Engine::Engine(std::unique_ptr<model::Model> m, tokenizer::Tokenizer t, const En
     : model_(std::move(m)), tokenizer_(std::move(t)), options_(o) {
   const int64_t n_ctx = std::min(o.n_ctx, model_->params().n_ctx_train);
   context_ = std::make_unique<model::Context>(*model_, n_ctx, o.n_threads);
+  const tokenizer::Vocab& v = tokenizer_.vocab();
+  if (v.eos() != tokenizer::kNoToken) end_tokens_.push_back(v.eos());
+  // End-of-turn tokens of the chat formats in tokenizer/chat_template.h.
+  for (const char* text : {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<|end|>",
+                           "<|endoftext|>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"}) {
+    const tokenizer::TokenId id = v.Find(text);
+    if (id != tokenizer::kNoToken) end_tokens_.push_back(id);
+  }
+}
+
+bool Engine::IsEndOfGeneration(int32_t id) const {
+  return std::find(end_tokens_.begin(), end_tokens_.end(), id) != end_tokens_.end();
 }
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
@@ -73,7 +86,7 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
   stats.stop_reason = "length";
   for (int n = 0; o.n_predict < 0 || n < o.n_predict; ++n) {
     TANDEM_ASSIGN_OR_RETURN(int32_t next, sampler.Sample({ctx.logits(), static_cast<size_t>(n_vocab)}));
-    if (next == tokenizer_.vocab().eos()) {
+    if (IsEndOfGeneration(next)) {
       stats.stop_reason = "eos";
       break;
     }

@@ -48,6 +48,9 @@ class Engine {
   Result<GenerateStats> Generate(std::string_view prompt, const GenerateOptions& options,
                                  const std::function<bool(std::string_view)>& on_text);
 
+  // True for tokens that end a turn: EOS and the end-of-turn tokens of common chat formats.
+  bool IsEndOfGeneration(int32_t id) const;
+
   const model::Model& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   model::Context& context() { return *context_; }
@@ -59,6 +62,7 @@ class Engine {
   tokenizer::Tokenizer tokenizer_;
   std::unique_ptr<model::Context> context_;
   EngineOptions options_;
+  std::vector<int32_t> end_tokens_;
 };
 
 }  // namespace tandem::engine
