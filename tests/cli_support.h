@@ -28,7 +28,9 @@ inline std::string Slurp(const std::string& p) {
 
 inline RunResult RunTandem(const std::vector<std::string>& args) {
   const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "tandem_cli_out.txt", err = dir + "tandem_cli_err.txt";
+  // Per-process names: CTest runs test executables in parallel.
+  const std::string tag = std::to_string(getpid());
+  const std::string out = dir + "tandem_cli_out." + tag, err = dir + "tandem_cli_err." + tag;
   pid_t pid = fork();
   if (pid == 0) {
     if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
@@ -48,6 +50,8 @@ inline RunResult RunTandem(const std::vector<std::string>& args) {
   r.code = r.exited ? WEXITSTATUS(status) : -WTERMSIG(status);
   r.out = Slurp(out);
   r.err = Slurp(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
   return r;
 }
 

@@ -1,6 +1,7 @@
 // Runs the real `tandem tokenize` on a shared vocabulary: ids, pieces, --raw, -f, and errors
 // reported as one line on stderr with exit status 1.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -23,7 +24,7 @@ struct Output {
 
 // Runs `tandem ARGS` through the shell, capturing stdout and stderr.
 Output Tandem(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "tokenize_cli_err.txt";
+  const std::string err_path = ::testing::TempDir() + "tokenize_cli_err." + std::to_string(getpid());
   const std::string cmd = std::string(TANDEM_BIN) + " " + args + " 2>" + err_path;
   Output r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -57,7 +58,7 @@ TEST(TokenizeCliTest, IdsWithAndWithoutRaw) {
 
 TEST(TokenizeCliTest, PiecesOnePerLine) {
   TANDEM_REQUIRE_SHARED(Spm());
-  const std::string path = ::testing::TempDir() + "tokenize_cli_in.txt";
+  const std::string path = ::testing::TempDir() + "tokenize_cli_in." + std::to_string(getpid());
   std::ofstream(path) << "Hello world";
   Output r = Tandem("tokenize -m " + Spm() + " -f " + path);
   EXPECT_EQ(r.code, 0) << r.err;

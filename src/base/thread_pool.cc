@@ -35,16 +35,16 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::Run(const std::function<void(int, int)>& fn) {
+void ThreadPool::RunJob(Job job) {
   if (n_threads_ == 1) {
-    fn(0, 1);
+    job.call(job.fn, 0, 1);
     return;
   }
-  job_ = &fn;
+  job_ = job;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_acq_rel);  // publishes job_ and pending_
   generation_.notify_all();
-  fn(0, n_threads_);
+  job.call(job.fn, 0, n_threads_);
   const int spin = spin_us_.load(std::memory_order_relaxed);
   if (!SpinFor(spin * 4, [&] { return pending_.load(std::memory_order_acquire) == 0; })) {
     for (int p = pending_.load(std::memory_order_acquire); p != 0;
@@ -52,7 +52,7 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
       pending_.wait(p, std::memory_order_acquire);
     }
   }
-  job_ = nullptr;
+  job_ = Job{nullptr, nullptr};
 }
 
 void ThreadPool::WorkerLoop(int index) {
@@ -66,7 +66,7 @@ void ThreadPool::WorkerLoop(int index) {
     if (now == seen) continue;  // spurious wake-up
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
-    (*job_)(index, n_threads_);
+    job_.call(job_.fn, index, n_threads_);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }

@@ -11,7 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -28,13 +28,24 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(thread_index, n_threads) once on every thread, index 0 on the caller, and returns
-  // when all calls have returned. Work is split by the callee (see SplitRange).
-  void Run(const std::function<void(int thread_index, int n_threads)>& fn);
+  // when all calls have returned. Work is split by the callee (see SplitRange). `fn` is called
+  // through a pointer, never copied or wrapped: Run allocates nothing.
+  template <typename Fn>
+  void Run(Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    RunJob({[](void* f, int t, int n) { (*static_cast<F*>(f))(t, n); },
+            const_cast<void*>(static_cast<const void*>(&fn))});
+  }
 
   // How long a worker spins after a job before sleeping (default 50 microseconds).
   void set_spin_microseconds(int us) { spin_us_.store(us, std::memory_order_relaxed); }
 
  private:
+  struct Job {
+    void (*call)(void* fn, int thread_index, int n_threads);
+    void* fn;
+  };
+  void RunJob(Job job);
   void WorkerLoop(int index);
 
   const int n_threads_;
@@ -43,7 +54,7 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};  // bumped once per job; workers wait on it
   std::atomic<int> pending_{0};          // workers still running the current job
   std::atomic<bool> stop_{false};
-  const std::function<void(int, int)>* job_ = nullptr;
+  Job job_{nullptr, nullptr};
 };
 
 // The [begin, end) share of `n` items for thread `index` of `count`, in contiguous chunks whose

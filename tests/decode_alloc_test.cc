@@ -1,0 +1,49 @@
+// Decode allocates nothing per token once warm: counts every operator new in this process while
+// single-token decode steps run on a reference model.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "model/forward.h"
+#include "test_support.h"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace tandem {
+namespace {
+
+TEST(DecodeAllocTest, DecodeStepsAllocateNothingOnceWarm) {
+  const auto path = testing::SharedDir() / "reference/models/tiny-q4_k_m.gguf";
+  TANDEM_REQUIRE_SHARED(path);
+  Result<model::Model> m = model::Model::Load(path.string());
+  ASSERT_TRUE(m.ok());
+  model::Context ctx(*m, 128, 2);
+  model::Batch b;
+  b.Add(1, 0, 0, true);
+  ASSERT_TRUE(ctx.Decode(b).ok());  // warm-up: buffers grow to their decode size here
+  b.Clear();
+  b.Add(5, 1, 0, true);
+  ASSERT_TRUE(ctx.Decode(b).ok());
+  const long before = g_allocations.load();
+  for (int32_t pos = 2; pos < 40; ++pos) {
+    b.Clear();  // keeps the batch's capacity
+    b.Add(pos % 500, pos, 0, true);
+    ASSERT_TRUE(ctx.Decode(b).ok());
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0) << "allocations during 38 warm decode steps";
+}
+
+}  // namespace
+}  // namespace tandem
