@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tandem::model {
@@ -58,15 +59,24 @@ Status Context::Embed(const Batch& b) {
   return Status::Ok();
 }
 
-Status Context::Decode(const Batch& b) {
+Status Context::Forward(const Batch& b, const float* hidden_in) {
   const int64_t n = b.size();
   if (n == 0) return Status::InvalidArgument("empty batch");
-  if (static_cast<int64_t>(b.tokens.size()) != n || static_cast<int64_t>(b.seq.size()) != n ||
-      static_cast<int64_t>(b.logits.size()) != n) {
+  const bool embed = hidden_in == nullptr;
+  if (embed && !is_first()) {
+    return Status::InvalidArgument("a stage that starts at layer " + std::to_string(layer_begin_) +
+                                   " needs hidden states, not tokens");
+  }
+  if ((embed && static_cast<int64_t>(b.tokens.size()) != n) ||
+      static_cast<int64_t>(b.seq.size()) != n || static_cast<int64_t>(b.logits.size()) != n) {
     return Status::InvalidArgument("batch fields have different lengths");
   }
   Reserve(n);
-  TANDEM_RETURN_IF_ERROR(Embed(b));
+  if (embed) {
+    TANDEM_RETURN_IF_ERROR(Embed(b));
+  } else {
+    std::copy(hidden_in, hidden_in + n * p_.n_embd, x_.begin());
+  }
   // Claim cache cells, one run per sequence so positions stay with their sequence.
   for (int64_t t = 0; t < n; ++t) {
     Status st = cache_.Allocate(b.seq[t], &b.pos[t], 1, &cells_[t]);
@@ -76,7 +86,8 @@ Status Context::Decode(const Batch& b) {
     }
   }
   for (int64_t il = layer_begin_; il < layer_end_; ++il) Layer(il, b, cells_.data());
-  Head(b);
+  n_logits_ = 0;
+  if (is_last()) Head(b);
   return Status::Ok();
 }
 

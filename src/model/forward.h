@@ -48,11 +48,26 @@ class Context {
   Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer_begin = 0,
           int64_t layer_end = -1);
 
-  // Embeds, runs all layers of the range and the head: logits of the tokens marked in the batch,
-  // one row of n_vocab each, in batch order, are in logits() afterwards.
-  Status Decode(const Batch& batch);
+  // The whole model (the range must be [0, n_layer)): embeds, runs every layer and the head.
+  // Logits of the tokens marked in the batch, one row of n_vocab each, in batch order, are in
+  // logits() afterwards.
+  Status Decode(const Batch& batch) { return Forward(batch, nullptr); }
+
+  // One pipeline stage. The first stage (layer_begin 0) embeds batch.tokens when `hidden_in` is
+  // null; a later stage takes the hidden states of the previous one, `hidden_in` holding
+  // batch.size() rows of n_embd floats. The last stage (layer_end n_layer) runs the head and
+  // fills logits(); any other stage leaves the output hidden states in hidden().
+  // On error no cache cell stays claimed.
+  Status Forward(const Batch& batch, const float* hidden_in);
+
   const float* logits() const { return logits_.data(); }
   int64_t n_logits() const { return n_logits_; }
+  const float* hidden() const { return x_.data(); }  // [batch.size(), n_embd] after Forward
+
+  bool is_first() const { return layer_begin_ == 0; }
+  bool is_last() const { return layer_end_ == p_.n_layer; }
+  int64_t layer_begin() const { return layer_begin_; }
+  int64_t layer_end() const { return layer_end_; }
 
   KvCache& cache() { return cache_; }
   ThreadPool& pool() { return pool_; }
