@@ -1,0 +1,388 @@
+#include "dist/coordinator.h"
+
+#include <sodium.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "dist/model_files.h"
+#include "dist/wire.h"
+#include "dist/worker.h"
+#include "net/socket.h"
+
+namespace tandem::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using net::Connection;
+using net::MsgType;
+
+int64_t MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+struct Coordinator::Impl {
+  const model::Model* model = nullptr;
+  ClusterOptions o;
+  std::vector<std::string> names;  // worker i -> "HOST:PORT"
+  std::vector<std::shared_ptr<Connection>> conns;
+  Plan plan;
+  std::vector<NodeInfo> nodes;
+  std::unique_ptr<model::Context> ctx;
+  int64_t n_ctx = 0;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Status> failure;                   // sticky: the session is unusable
+  std::map<uint64_t, Result<net::ResultMsg>> results;  // by request
+  std::vector<std::optional<net::Loaded>> loaded;
+  std::vector<bool> linked;
+  std::vector<int> progress_pct;
+  bool closing = false;
+  bool pending_clear = false;  // the next Run tells every stage to drop all sequences
+  uint64_t next_request = 0;
+  std::thread pinger;
+
+  model::Batch sub;
+  net::Forward fwd;
+  std::vector<float> logits;
+
+  void Log(const std::string& s) const {
+    if (o.log) {
+      o.log(s);
+    } else {
+      std::fprintf(stderr, "%s\n", s.c_str());
+    }
+  }
+
+  std::string StageName(size_t i) const {
+    const Stage& s = plan.stages[i + 1];
+    return "worker " + names[i] + " (layers " + std::to_string(s.layer_begin) + "-" +
+           std::to_string(s.layer_end - 1) + ")";
+  }
+
+  void SetFailure(Status st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failure && !closing) failure = std::move(st);
+    cv.notify_all();
+  }
+
+  void OnFrame(size_t i, uint16_t type, std::span<const uint8_t> p) {
+    switch (static_cast<MsgType>(type)) {
+      case MsgType::kPong:
+        return;
+      case MsgType::kResult: {
+        Result<net::ResultMsg> r = net::ResultMsg::Decode(p);
+        if (!r.ok()) return SetFailure(r.status().WithContext(StageName(i)));
+        std::lock_guard<std::mutex> lock(mu);
+        const uint64_t req = r->request;
+        results.insert_or_assign(req, std::move(r));
+        cv.notify_all();
+        return;
+      }
+      case MsgType::kError: {
+        Result<net::ErrorMsg> e = net::ErrorMsg::Decode(p);
+        if (!e.ok()) return SetFailure(e.status().WithContext(StageName(i)));
+        Status st = e->ToStatus().WithContext(StageName(i));
+        if (e->request == 0) return SetFailure(st);
+        std::lock_guard<std::mutex> lock(mu);
+        results.insert_or_assign(e->request, Result<net::ResultMsg>(st));
+        cv.notify_all();
+        return;
+      }
+      case MsgType::kLoadProgress: {
+        Result<net::LoadProgress> lp = net::LoadProgress::Decode(p);
+        if (!lp.ok()) return SetFailure(lp.status().WithContext(StageName(i)));
+        const int pct = lp->total ? static_cast<int>(100 * lp->done / lp->total) : 100;
+        bool show = false;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (pct >= progress_pct[i] + 25 || (pct == 100 && progress_pct[i] < 100)) {
+            progress_pct[i] = pct;
+            show = true;
+          }
+        }
+        if (show) {
+          char line[512];
+          std::snprintf(line, sizeof line, "%s: %s %3d%% (%.1f of %.1f MiB)", StageName(i).c_str(),
+                        lp->what.c_str(), pct, lp->done / 1048576.0, lp->total / 1048576.0);
+          Log(line);
+        }
+        return;
+      }
+      case MsgType::kLoaded: {
+        Result<net::Loaded> l = net::Loaded::Decode(p);
+        if (!l.ok()) return SetFailure(l.status().WithContext(StageName(i)));
+        std::lock_guard<std::mutex> lock(mu);
+        loaded[i] = *l;
+        cv.notify_all();
+        return;
+      }
+      case MsgType::kLinked: {
+        std::lock_guard<std::mutex> lock(mu);
+        linked[i] = true;
+        cv.notify_all();
+        return;
+      }
+      default:
+        SetFailure(Status::Corruption(StageName(i) + " sent an unexpected " +
+                                      std::string(net::MsgTypeName(type)) + " frame"));
+    }
+  }
+
+  // Waits until pred() holds (called under the lock), a failure, or a silent worker.
+  Status Wait(const std::function<bool()>& pred) {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      if (failure) return *failure;
+      if (pred()) return Status::Ok();
+      cv.wait_for(lock, std::chrono::milliseconds(100));
+      for (size_t i = 0; i < conns.size(); ++i) {
+        const int64_t silent = MsSince(conns[i]->last_receive());
+        if (!failure && silent > o.dead_after_ms) {
+          failure = Status::IOError(StageName(i) + " has not answered for " + std::to_string(silent) +
+                                    " ms: the worker or its link is dead");
+        }
+      }
+    }
+  }
+
+  void PingLoop() {
+    uint64_t n = 0;
+    std::unique_lock<std::mutex> lock(mu);
+    while (!closing) {
+      cv.wait_for(lock, std::chrono::milliseconds(o.ping_interval_ms));
+      if (closing) return;
+      ++n;
+      for (auto& c : conns) c->Send(MsgType::kPing, net::Ping{n});
+    }
+  }
+};
+
+Coordinator::Coordinator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Coordinator::~Coordinator() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.closing = true;
+  }
+  m.cv.notify_all();
+  if (m.pinger.joinable()) m.pinger.join();
+  for (auto& c : m.conns) c->Close();
+  for (auto& c : m.conns) c->Join();
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model,
+                                                       const std::string& model_path,
+                                                       const ClusterOptions& o) {
+  if (o.workers.empty()) return Status::InvalidArgument("no workers given");
+  if (o.ubatch <= 0 || o.ubatch > net::kMaxBatchTokens) {
+    return Status::InvalidArgument("--ubatch must be 1.." + std::to_string(net::kMaxBatchTokens));
+  }
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.model = &model;
+  m.o = o;
+  const model::ModelParams& p = model.params();
+  m.n_ctx = std::min<int64_t>(o.n_ctx, p.n_ctx_train);
+
+  // Connect and authenticate.
+  std::vector<net::Socket> sockets;
+  std::vector<std::pair<std::string, uint16_t>> addrs;
+  m.nodes.push_back({"main (this machine)", AvailableMemory()});
+  for (const std::string& w : o.workers) {
+    std::string host;
+    uint16_t port = 0;
+    TANDEM_RETURN_IF_ERROR(net::ParseHostPort(w, net::kDefaultPort, &host, &port));
+    const std::string name = host + ":" + std::to_string(port);
+    Result<net::Socket> s = net::Socket::Connect(host, port, o.connect_timeout_ms);
+    if (!s.ok()) return s.status().WithContext("worker " + name);
+    Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kController, o.key);
+    if (!info.ok()) return info.status().WithContext("worker " + name);
+    char line[512];
+    std::snprintf(line, sizeof line, "worker %s: %s, %s, %u threads, %.1f GiB free, Q4_K matvec %.1f GB/s",
+                  name.c_str(), info->name.c_str(), info->cpu_features.c_str(), info->threads,
+                  info->free_memory / 1073741824.0, info->matvec_gbps);
+    m.Log(line);
+    m.names.push_back(name);
+    m.nodes.push_back({name, info->free_memory});
+    addrs.emplace_back(host, port);
+    sockets.push_back(std::move(*s));
+  }
+
+  // Plan.
+  const ModelFootprint fp = Footprint(model.file(), p, m.n_ctx);
+  TANDEM_ASSIGN_OR_RETURN(m.plan, MakePlan(fp, m.nodes, o.plan));
+  m.Log("placement (" + std::to_string(p.n_layer) + " layers, context " + std::to_string(m.n_ctx) + "):\n" +
+        m.plan.ToString(m.nodes));
+
+  // Start the connections.
+  const size_t nw = sockets.size();
+  m.loaded.resize(nw);
+  m.linked.assign(nw, false);
+  m.progress_pct.assign(nw, -100);
+  Impl* raw = &m;
+  for (size_t i = 0; i < nw; ++i) {
+    m.conns.push_back(Connection::Start(
+        std::move(sockets[i]), "worker " + m.names[i],
+        [raw, i](uint16_t t, std::span<const uint8_t> pl) { raw->OnFrame(i, t, pl); },
+        [raw, i](const Status& why) {
+          raw->SetFailure(Status::IOError(raw->StageName(i) + " disconnected: " + why.message()));
+        }));
+  }
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(impl)));
+  m.pinger = std::thread([raw] { raw->PingLoop(); });
+
+  // Load, then link stage to stage.
+  TANDEM_ASSIGN_OR_RETURN(ModelId id, IdentifyModel(model_path));
+  if (sodium_init() < 0) return Status::Internal("libsodium failed to initialise");
+  uint64_t session = 0;
+  while (session == 0) randombytes_buf(&session, sizeof session);
+  for (size_t i = 0; i < nw; ++i) {
+    const Stage& s = m.plan.stages[i + 1];
+    net::LoadModel lm;
+    lm.session = session;
+    lm.model_name = std::filesystem::path(model_path).filename().string();
+    lm.model_path = std::filesystem::absolute(model_path).string();
+    lm.file_size = id.file_size;
+    lm.header_digest = id.digest;
+    lm.layer_begin = static_cast<uint32_t>(s.layer_begin);
+    lm.layer_end = static_cast<uint32_t>(s.layer_end);
+    lm.n_ctx = static_cast<uint32_t>(m.n_ctx);
+    m.conns[i]->Send(MsgType::kLoadModel, lm);
+  }
+  TANDEM_RETURN_IF_ERROR(m.Wait([&] {
+    for (const auto& l : m.loaded) if (!l) return false;
+    return true;
+  }));
+  for (size_t i = 0; i < nw; ++i) m.Log(m.StageName(i) + ": ready, weights from " + m.loaded[i]->source);
+  for (size_t i = 0; i + 1 < nw; ++i) {
+    m.conns[i]->Send(MsgType::kLinkNext, net::LinkNext{addrs[i + 1].first, addrs[i + 1].second});
+  }
+  TANDEM_RETURN_IF_ERROR(m.Wait([&] {
+    for (size_t i = 0; i + 1 < nw; ++i) if (!m.linked[i]) return false;
+    return true;
+  }));
+  m.ctx = std::make_unique<model::Context>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end);
+  return c;
+}
+
+Status Coordinator::Run(const model::Batch& b, const RunOptions& o, RunOutput* out) {
+  Impl& m = *impl_;
+  const model::ModelParams& p = m.model->params();
+  const int64_t n = b.size();
+  if (n == 0) return Status::InvalidArgument("empty batch");
+  if (static_cast<int64_t>(b.tokens.size()) != n || static_cast<int64_t>(b.seq.size()) != n ||
+      static_cast<int64_t>(b.logits.size()) != n) {
+    return Status::InvalidArgument("batch fields have different lengths");
+  }
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.failure) return *m.failure;
+  }
+  int64_t last_marked = -1;
+  for (int64_t i = 0; i < n; ++i) if (b.logits[i]) last_marked = i;
+  if ((o.sample || o.logits) && last_marked < 0) {
+    return Status::InvalidArgument("a result was asked for but no row is marked for logits");
+  }
+  if (o.truncate_seq >= 0) m.ctx->cache().Truncate(o.truncate_seq, o.truncate_from);
+
+  std::vector<uint64_t> expect;
+  for (int64_t i = 0; i < n; i += m.o.ubatch) {
+    const int64_t e = std::min(n, i + m.o.ubatch);
+    m.sub.Clear();
+    bool marked = false;
+    for (int64_t j = i; j < e; ++j) {
+      m.sub.Add(b.tokens[j], b.pos[j], b.seq[j], b.logits[j] != 0);
+      marked = marked || b.logits[j];
+    }
+    const auto t0 = Clock::now();
+    TANDEM_RETURN_IF_ERROR(m.ctx->Forward(m.sub, nullptr));
+    net::Forward& f = m.fwd;
+    f.request = ++m.next_request;
+    f.flags = 0;
+    if (marked && o.logits) f.flags |= net::Forward::kReturnLogits;
+    if (o.sample && last_marked >= i && last_marked < e) f.flags |= net::Forward::kSample;
+    f.truncate_seq = -1;
+    f.truncate_from = 0;
+    if (i == 0) {
+      if (m.pending_clear) f.flags |= net::Forward::kClearAll;
+      m.pending_clear = false;
+      f.truncate_seq = o.truncate_seq;
+      f.truncate_from = o.truncate_seq >= 0 ? o.truncate_from : 0;
+      if (o.sampler) {
+        f.flags |= net::Forward::kHasSampler;
+        f.sampler = ToWire(*o.sampler, o.history);
+      }
+    }
+    f.seq = m.sub.seq;
+    f.pos = m.sub.pos;
+    f.logits = m.sub.logits;
+    f.n_embd = static_cast<uint32_t>(p.n_embd);
+    f.hidden.assign(m.ctx->hidden(), m.ctx->hidden() + (e - i) * p.n_embd);
+    f.stage_us.assign(1, static_cast<uint32_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+    m.conns[0]->Send(MsgType::kForward, f);
+    if (f.flags & (net::Forward::kSample | net::Forward::kReturnLogits)) expect.push_back(f.request);
+  }
+
+  out->token = -1;
+  out->n_rows = 0;
+  out->stages.clear();
+  m.logits.clear();
+  for (uint64_t req : expect) {
+    TANDEM_RETURN_IF_ERROR(m.Wait([&] { return m.results.count(req) > 0; }));
+    Result<net::ResultMsg> r = [&] {
+      std::lock_guard<std::mutex> lock(m.mu);
+      auto it = m.results.find(req);
+      Result<net::ResultMsg> v = std::move(it->second);
+      m.results.erase(it);
+      return v;
+    }();
+    if (!r.ok()) return r.status();
+    if (r->token >= 0) out->token = r->token;
+    if (!r->logits.empty()) {
+      if (r->n_vocab != p.n_vocab) return Status::Corruption("a worker returned logits of the wrong width");
+      m.logits.insert(m.logits.end(), r->logits.begin(), r->logits.end());
+    }
+    out->stages.clear();
+    for (uint32_t us : r->compute_us) out->stages.push_back({us / 1000.0});
+  }
+  out->n_rows = static_cast<int64_t>(m.logits.size() / p.n_vocab);
+  out->logits = m.logits.data();
+  if (o.sample && out->token < 0) return Status::Internal("the last stage returned no token");
+  return Status::Ok();
+}
+
+Status Coordinator::Clear() {
+  // Here now; on the workers with the next Run's first Forward (in order with the data).
+  impl_->ctx->cache().Clear();
+  impl_->pending_clear = true;
+  return Status::Ok();
+}
+
+int64_t Coordinator::n_ctx() const { return impl_->n_ctx; }
+const model::ModelParams& Coordinator::params() const { return impl_->model->params(); }
+const Plan& Coordinator::plan() const { return impl_->plan; }
+
+uint64_t Coordinator::weight_bytes_received() const {
+  uint64_t b = 0;
+  for (const auto& l : impl_->loaded) if (l) b += l->bytes_received;
+  return b;
+}
+
+std::vector<std::string> Coordinator::node_names() const {
+  std::vector<std::string> v{"main"};
+  for (const std::string& n : impl_->names) v.push_back(n);
+  return v;
+}
+
+}  // namespace tandem::dist

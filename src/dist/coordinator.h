@@ -1,0 +1,73 @@
+// Coordinator: the main node's side of a pipeline split over workers (an Executor).
+//
+// Open() connects to every worker (authenticated handshake), prints the placement plan (layers,
+// weight and KV bytes per node), asks each worker to load its layer range from its own copy of
+// the model (with progress), links each worker to the next, and keeps the embedding and the
+// first layers here. Per Run(), the main node computes its layers for each micro-batch of
+// `ubatch` tokens and sends the hidden states to the first worker, which sends its output to the
+// next, and so on; the last worker samples and sends back only the token id (and logits when
+// asked). While a worker computes micro-batch i, the main node already computes i+1. Exactly
+// one message crosses each stage boundary per micro-batch; nothing else is on the decode path.
+//
+// Failures: the main node pings every worker; a worker that disconnects, reports an error, or
+// stays silent for `dead_after_ms` fails the current and every later Run() with a status that
+// names the worker and the reason. Nothing blocks forever.
+//
+// Thread safety: one Run() at a time; connection callbacks run on their own threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dist/executor.h"
+#include "dist/planner.h"
+#include "net/auth.h"
+
+namespace tandem::dist {
+
+struct ClusterOptions {
+  std::vector<std::string> workers;  // HOST[:PORT], in pipeline order
+  int64_t n_ctx = 4096;
+  int threads = 2;        // for the main node's stage
+  int64_t ubatch = 128;   // prompt tokens per micro-batch
+  PlanOptions plan;
+  std::optional<net::Key> key;
+  std::function<void(const std::string&)> log;  // progress and the plan (default: stderr)
+  int connect_timeout_ms = 3000;
+  int ping_interval_ms = 500;
+  int dead_after_ms = 2500;
+};
+
+class Coordinator : public Executor {
+ public:
+  // `model` is this node's mapping of the file at `model_path` (only the embedding and the
+  // first stage's layers are touched).
+  static Result<std::unique_ptr<Coordinator>> Open(const model::Model& model,
+                                                   const std::string& model_path,
+                                                   const ClusterOptions& options);
+  ~Coordinator() override;
+
+  Status Run(const model::Batch& batch, const RunOptions& options, RunOutput* out) override;
+  Status Clear() override;
+  int64_t n_ctx() const override;
+  const model::ModelParams& params() const override;
+
+  const Plan& plan() const;
+  // Weight bytes the workers received over the network for this session (0 when every worker
+  // had a local copy).
+  uint64_t weight_bytes_received() const;
+  // Names of the stages' nodes, in order ("main", "HOST:PORT", ...).
+  std::vector<std::string> node_names() const;
+
+  struct Impl;
+
+ private:
+  explicit Coordinator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::dist

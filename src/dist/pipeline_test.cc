@@ -1,0 +1,237 @@
+// In-process pipelines: workers serving on loopback threads, a Coordinator driving them, and
+// the results compared with the whole model on one node.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "dist/coordinator.h"
+#include "dist/executor.h"
+#include "dist/worker.h"
+#include "net/auth.h"
+
+namespace tandem::dist {
+namespace {
+
+std::string Model(const char* name) {
+  return (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models" / name).string();
+}
+
+// A worker serving on its own thread until destroyed.
+struct TestWorker {
+  std::unique_ptr<Worker> w;
+  std::thread t;
+  explicit TestWorker(std::optional<net::Key> key = std::nullopt) {
+    WorkerOptions o;
+    o.port = 0;
+    o.threads = 1;
+    o.key = key;
+    o.log = [](const std::string&) {};
+    Result<std::unique_ptr<Worker>> r = Worker::Start(o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    w = std::move(*r);
+    t = std::thread([this] { w->Serve(); });
+  }
+  ~TestWorker() {
+    w->Stop();
+    t.join();
+  }
+  std::string addr() const { return "127.0.0.1:" + std::to_string(w->port()); }
+};
+
+model::Batch Prompt(int n, int vocab) {
+  model::Batch b;
+  for (int i = 0; i < n; ++i) b.Add((i * 37 + 1) % vocab, i, 0, true);
+  return b;
+}
+
+// Runs a prompt with logits at every position, then 8 greedy steps; returns every logit and token.
+void RunAll(Executor& e, std::vector<float>* logits, std::vector<int32_t>* tokens) {
+  const int64_t V = e.params().n_vocab;
+  model::Batch b = Prompt(12, static_cast<int>(V));
+  RunOptions o;
+  o.logits = true;
+  o.sample = true;
+  sampling::SamplerParams greedy;
+  greedy.temperature = 0;
+  o.sampler = greedy;
+  RunOutput out;
+  ASSERT_TRUE(e.Run(b, o, &out).ok());
+  ASSERT_EQ(out.n_rows, 12);
+  logits->assign(out.logits, out.logits + out.n_rows * V);
+  int32_t pos = 12;
+  for (int i = 0; i < 8; ++i) {
+    tokens->push_back(out.token);
+    model::Batch step;
+    step.Add(out.token, pos++, 0, true);
+    RunOptions so;
+    so.sample = true;
+    so.logits = true;
+    Status st = e.Run(step, so, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    logits->insert(logits->end(), out.logits, out.logits + V);
+  }
+}
+
+TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
+  for (const char* name : {"stories260K.gguf", "tiny-q4_k_m.gguf", "tiny-qwen3-q8_0.gguf"}) {
+    SCOPED_TRACE(name);
+    const std::string path = Model(name);
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+    Result<model::Model> m = model::Model::Load(path);
+    ASSERT_TRUE(m.ok());
+    std::vector<float> want_logits;
+    std::vector<int32_t> want_tokens;
+    {
+      LocalExecutor local(*m, 64, 1, /*ubatch=*/5);
+      RunAll(local, &want_logits, &want_tokens);
+    }
+    for (int nw = 1; nw <= 3; ++nw) {
+      SCOPED_TRACE(nw);
+      std::vector<std::unique_ptr<TestWorker>> workers;
+      ClusterOptions o;
+      for (int i = 0; i < nw; ++i) {
+        workers.push_back(std::make_unique<TestWorker>());
+        o.workers.push_back(workers.back()->addr());
+      }
+      o.n_ctx = 64;
+      o.threads = 1;
+      o.ubatch = 5;  // the 12-token prompt travels as 3 micro-batches
+      o.log = [](const std::string&) {};
+      Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      EXPECT_EQ((*c)->weight_bytes_received(), 0u);
+      std::vector<float> got_logits;
+      std::vector<int32_t> got_tokens;
+      RunAll(**c, &got_logits, &got_tokens);
+      EXPECT_EQ(got_tokens, want_tokens);
+      ASSERT_EQ(got_logits.size(), want_logits.size());
+      size_t diff = 0;
+      for (size_t i = 0; i < got_logits.size(); ++i) diff += got_logits[i] != want_logits[i];
+      EXPECT_EQ(diff, 0u) << "logits differ from the single-node run";
+    }
+  }
+}
+
+// Clear, truncate and rerun: the operations a server and speculative decoding need. The
+// pipeline must give exactly what one node gives for the same script.
+std::vector<std::vector<float>> ClearTruncateScript(Executor& e, Status* overflow) {
+  std::vector<std::vector<float>> seen;
+  const int64_t V = e.params().n_vocab;
+  RunOptions lo;
+  lo.logits = true;
+  RunOutput out;
+  model::Batch b = Prompt(20, static_cast<int>(V));
+  b.logits.assign(20, 0);
+  b.logits.back() = 1;
+  auto run = [&](const model::Batch& x, const RunOptions& o) {
+    Status st = e.Run(x, o, &out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (st.ok()) seen.emplace_back(out.logits, out.logits + V);
+  };
+  run(b, lo);
+  // The same 20 tokens again overflow a 32-cell context unless the clear reaches every stage.
+  EXPECT_TRUE(e.Clear().ok());
+  run(b, lo);
+  // Rewind to position 10 and recompute the rest.
+  model::Batch tail;
+  for (int i = 10; i < 20; ++i) tail.Add(b.tokens[i], i, 0, i == 19);
+  lo.truncate_seq = 0;
+  lo.truncate_from = 10;
+  run(tail, lo);
+  // Without a clear the context overflows.
+  lo.truncate_seq = -1;
+  *overflow = e.Run(b, lo, &out);
+  return seen;
+}
+
+TEST(PipelineTest, ClearAndTruncateTravelWithTheData) {
+  const std::string path = Model("stories260K.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  Status local_overflow, dist_overflow;
+  std::vector<std::vector<float>> want;
+  {
+    LocalExecutor local(*m, 32, 1, 128);
+    want = ClearTruncateScript(local, &local_overflow);
+  }
+  ASSERT_EQ(want.size(), 3u);
+  ASSERT_FALSE(local_overflow.ok());
+  // Rewinding reproduces the first run's logits closely (the batch composition differs).
+  for (size_t i = 0; i < want[0].size(); ++i) ASSERT_NEAR(want[2][i], want[0][i], 1e-3);
+  TestWorker w1, w2;
+  ClusterOptions o;
+  o.workers = {w1.addr(), w2.addr()};
+  o.n_ctx = 32;
+  o.threads = 1;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(ClearTruncateScript(**c, &dist_overflow), want);
+  // The overflow is a clear error naming the context, no hang.
+  ASSERT_FALSE(dist_overflow.ok());
+  EXPECT_NE(dist_overflow.message().find("context is full"), std::string::npos) << dist_overflow.ToString();
+}
+
+TEST(PipelineTest, BusyWorkerRefusesASecondController) {
+  const std::string path = Model("stories260K.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  TestWorker w;
+  ClusterOptions o;
+  o.workers = {w.addr()};
+  o.n_ctx = 16;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Coordinator>> first = Coordinator::Open(*m, path, o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<std::unique_ptr<Coordinator>> second = Coordinator::Open(*m, path, o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("busy"), std::string::npos) << second.status().ToString();
+  first->reset();
+  // Once the first session is gone the worker serves again.
+  Result<std::unique_ptr<Coordinator>> third = Coordinator::Open(*m, path, o);
+  for (int i = 0; i < 20 && !third.ok(); ++i) {  // the worker frees the session asynchronously
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    third = Coordinator::Open(*m, path, o);
+  }
+  EXPECT_TRUE(third.ok()) << third.status().ToString();
+}
+
+TEST(PipelineTest, WrongKeyIsRefused) {
+  const std::string path = Model("stories260K.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  net::Key k1, k2;
+  k1.fill(1);
+  k2.fill(2);
+  TestWorker w(k1);
+  ClusterOptions o;
+  o.workers = {w.addr()};
+  o.n_ctx = 16;
+  o.key = k2;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("wrong key"), std::string::npos) << c.status().ToString();
+  o.key = k1;
+  c = Coordinator::Open(*m, path, o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
+TEST(PipelineTest, RefusesNonLoopbackWithoutKey) {
+  WorkerOptions o;
+  o.host = "0.0.0.0";
+  o.port = 0;
+  Result<std::unique_ptr<Worker>> w = Worker::Start(o);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("--auth-key-file"), std::string::npos);
+  o.insecure = true;
+  o.log = [](const std::string&) {};
+  EXPECT_TRUE(Worker::Start(o).ok());
+}
+
+}  // namespace
+}  // namespace tandem::dist

@@ -1,0 +1,62 @@
+// Planner: which node holds which layers.
+//
+// The main node (node 0) holds the token embedding and the first layers; each worker a
+// contiguous range after it; the last node also holds the output norm and head. Layers are
+// split in proportion to each node's free memory by default (as llama.cpp splits by device
+// memory), or to given proportions (--tensor-split), or as explicit ranges (--layers). A plan
+// whose weights and KV cache do not fit a node's free memory is refused with the numbers.
+//
+// Thread safety: pure functions over values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/reader.h"
+#include "model/params.h"
+
+namespace tandem::dist {
+
+// Bytes the model needs, from its tensor table.
+struct ModelFootprint {
+  std::vector<uint64_t> layer_bytes;  // weights of each layer
+  uint64_t embd_bytes = 0;            // token embedding (first node)
+  uint64_t head_bytes = 0;            // output norm and head (last node); the embedding if tied
+  uint64_t kv_bytes_per_layer = 0;    // KV cache of one layer for the planned context
+};
+ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p, int64_t n_ctx,
+                         double kv_bytes_per_element = 2.0);
+
+struct NodeInfo {
+  std::string name;          // "main" or "HOST:PORT"
+  uint64_t free_memory = 0;  // bytes available for weights and KV cache
+};
+
+struct PlanOptions {
+  std::vector<double> tensor_split;  // one proportion per node (empty: by free memory)
+  // Explicit ranges "0-7,8-15,16-21" (inclusive), one per node (empty: computed).
+  std::string layers;
+};
+
+struct Stage {
+  int node = 0;
+  int64_t layer_begin = 0, layer_end = 0;  // [begin, end)
+  uint64_t weight_bytes = 0, kv_bytes = 0;
+};
+
+struct Plan {
+  std::vector<Stage> stages;  // one per node, in pipeline order
+  std::string ToString(const std::vector<NodeInfo>& nodes) const;  // a table for the user
+};
+
+// Every node gets at least one layer. InvalidArgument for malformed options; ResourceExhausted
+// naming the node and the bytes when a stage does not fit.
+Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& nodes,
+                      const PlanOptions& o);
+
+// "0.5,0.25,0.25" -> proportions; "0-7,8-21" checked later by MakePlan.
+Result<std::vector<double>> ParseTensorSplit(const std::string& s);
+
+}  // namespace tandem::dist

@@ -1,0 +1,83 @@
+#include "dist/planner.h"
+
+#include <gtest/gtest.h>
+
+namespace tandem::dist {
+namespace {
+
+ModelFootprint Uniform(int layers, uint64_t per_layer) {
+  ModelFootprint f;
+  f.layer_bytes.assign(layers, per_layer);
+  f.embd_bytes = 100;
+  f.head_bytes = 200;
+  f.kv_bytes_per_layer = 10;
+  return f;
+}
+
+TEST(PlannerTest, SplitsByFreeMemory) {
+  const std::vector<NodeInfo> nodes = {{"main", 1000000}, {"a", 3000000}};
+  Result<Plan> p = MakePlan(Uniform(8, 1000), nodes, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->stages.size(), 2u);
+  EXPECT_EQ(p->stages[0].layer_begin, 0);
+  EXPECT_EQ(p->stages[0].layer_end, 2);
+  EXPECT_EQ(p->stages[1].layer_begin, 2);
+  EXPECT_EQ(p->stages[1].layer_end, 8);
+  EXPECT_EQ(p->stages[0].weight_bytes, 2 * 1000u + 100);  // + embedding
+  EXPECT_EQ(p->stages[1].weight_bytes, 6 * 1000u + 200);  // + head
+  EXPECT_EQ(p->stages[1].kv_bytes, 60u);
+}
+
+TEST(PlannerTest, TensorSplitAndExplicitLayers) {
+  const std::vector<NodeInfo> nodes = {{"main", 0}, {"a", 0}, {"b", 0}};
+  PlanOptions o;
+  o.tensor_split = {1, 1, 2};
+  Result<Plan> p = MakePlan(Uniform(8, 1), nodes, o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->stages[0].layer_end, 2);
+  EXPECT_EQ(p->stages[1].layer_end, 4);
+  EXPECT_EQ(p->stages[2].layer_end, 8);
+
+  o = {};
+  o.layers = "0-0,1-5,6-7";
+  p = MakePlan(Uniform(8, 1), nodes, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->stages[0].layer_end, 1);
+  EXPECT_EQ(p->stages[1].layer_end, 6);
+  EXPECT_EQ(p->stages[2].layer_begin, 6);
+
+  for (const char* bad : {"0-3,5-7,8-8", "0-7", "1-3,4-5,6-7", "0-2,3-9,10-11", "a-b,c,d"}) {
+    o.layers = bad;
+    EXPECT_FALSE(MakePlan(Uniform(8, 1), nodes, o).ok()) << bad;
+  }
+}
+
+TEST(PlannerTest, EveryNodeGetsALayerEvenWithTinyShares) {
+  const std::vector<NodeInfo> nodes = {{"main", 1000}, {"a", 1000000000}, {"b", 1000}};
+  Result<Plan> p = MakePlan(Uniform(4, 1), nodes, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (const Stage& s : p->stages) EXPECT_GE(s.layer_end - s.layer_begin, 1);
+  EXPECT_EQ(p->stages.back().layer_end, 4);
+}
+
+TEST(PlannerTest, RefusesAPlanThatDoesNotFitWithTheNumbers) {
+  const std::vector<NodeInfo> nodes = {{"main", 1 << 30}, {"small:1", 5000}};
+  PlanOptions o;
+  o.layers = "0-3,4-7";
+  Result<Plan> p = MakePlan(Uniform(8, 2 << 20), nodes, o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(p.status().message().find("small:1"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("MiB"), std::string::npos);
+}
+
+TEST(PlannerTest, MoreNodesThanLayersIsAnError) {
+  EXPECT_FALSE(MakePlan(Uniform(2, 1), {{"m", 0}, {"a", 0}, {"b", 0}}, {}).ok());
+  EXPECT_FALSE(ParseTensorSplit("1,x").ok());
+  Result<std::vector<double>> v = ParseTensorSplit("3,1.5");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->size(), 2u);
+}
+
+}  // namespace
+}  // namespace tandem::dist

@@ -1,0 +1,595 @@
+#include "dist/worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "dist/executor.h"
+#include "dist/model_files.h"
+#include "dist/wire.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "model/forward.h"
+#include "quant/quant.h"
+
+namespace tandem::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using net::Connection;
+using net::MsgType;
+
+int64_t MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// Q4_K matrix-vector speed in GB/s of weights over a 36 MiB matrix (bigger than most caches).
+float MeasureMatvec(int threads) {
+  const int64_t rows = 8192, cols = 8192;
+  const size_t row_bytes = quant::RowBytes(quant::TensorType::kQ4_K, cols);
+  std::vector<uint8_t> w(rows * row_bytes);
+  std::mt19937 rng(3);
+  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+  // Small finite scales so the arithmetic stays ordinary.
+  for (int64_t r = 0; r < rows; ++r) {
+    for (size_t b = 0; b < row_bytes; b += sizeof(quant::BlockQ4_K)) {
+      auto* blk = reinterpret_cast<quant::BlockQ4_K*>(&w[r * row_bytes + b]);
+      blk->d = quant::Fp32ToFp16(0.01f);
+      blk->dmin = quant::Fp32ToFp16(0.01f);
+    }
+  }
+  std::vector<float> x(cols, 0.5f), y(rows);
+  ThreadPool pool(threads);
+  kernels::Scratch scratch;
+  const kernels::KernelTable& k = kernels::Best();
+  kernels::MatVec(k, pool, quant::TensorType::kQ4_K, w.data(), rows, cols, x.data(), y.data(), scratch);
+  const auto t0 = Clock::now();
+  int reps = 0;
+  while (reps < 3 || MsSince(t0) < 100) {
+    kernels::MatVec(k, pool, quant::TensorType::kQ4_K, w.data(), rows, cols, x.data(), y.data(), scratch);
+    ++reps;
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<float>(w.size() * static_cast<double>(reps) / s / 1e9);
+}
+
+struct Task {
+  MsgType kind = MsgType::kForward;
+  net::LoadModel load;
+  net::LinkNext link;
+  net::Forward forward;
+};
+
+}  // namespace
+
+uint64_t AvailableMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+class Session;
+
+struct Worker::Impl {
+  WorkerOptions o;
+  net::Listener listener;
+  net::WorkerInfo info;
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::shared_ptr<Session> session;
+  struct Pending {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Pending> pending;
+  std::atomic<uint64_t> serial{0};
+
+  void Log(const std::string& line) const {
+    if (o.log) {
+      o.log(line);
+    } else {
+      std::fprintf(stderr, "tandem worker: %s\n", line.c_str());
+    }
+  }
+  void Handle(net::Socket s);
+  void Reap(bool all);
+};
+
+// One controller's session: its model stage, connections and compute thread.
+class Session {
+ public:
+  Session(Worker::Impl* w, std::string peer) : w_(w), peer_(std::move(peer)) {}
+  ~Session() { Join(); }
+
+  const std::string& peer() const { return peer_; }
+  uint64_t id() const { return id_.load(); }
+  bool finished() const { return finished_.load(); }
+
+  void Begin(net::Socket s) {
+    ctl_ = Connection::Start(
+        std::move(s), "controller " + peer_,
+        [this](uint16_t t, std::span<const uint8_t> p) { OnControllerFrame(t, p); },
+        [this](const Status& why) { Shutdown("controller connection closed: " + why.message()); });
+    compute_ = std::thread([this] { ComputeLoop(); });
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  }
+
+  Status AttachUpstream(net::Socket s, const std::string& peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (up_) return Status::InvalidArgument("the session already has an upstream stage");
+    up_ = Connection::Start(
+        std::move(s), "previous stage " + peer,
+        [this](uint16_t t, std::span<const uint8_t> p) { OnUpstreamFrame(t, p); },
+        [this](const Status& why) {
+          if (!finished_) Fail(0, Status::IOError("link from the previous stage lost: " + why.message()));
+        });
+    return Status::Ok();
+  }
+
+  // Stops everything; safe from any thread, any number of times.
+  void Shutdown(const std::string& why) {
+    if (finished_.exchange(true)) return;
+    w_->Log("session from " + peer_ + " ended: " + why);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto* c : {&ctl_, &up_, &down_}) {
+        if (*c) (*c)->Close(Status::Ok());
+      }
+    }
+    cv_.notify_all();
+  }
+
+  void Join() {
+    if (compute_.joinable()) compute_.join();
+    if (heartbeat_.joinable()) heartbeat_.join();
+    std::shared_ptr<Connection> conns[3];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      conns[0] = ctl_;
+      conns[1] = up_;
+      conns[2] = down_;
+    }
+    for (auto& c : conns) {
+      if (c) {
+        c->Close();
+        c->Join();
+      }
+    }
+  }
+
+ private:
+  // Reports a failure to the controller and ends the session.
+  void Fail(uint64_t request, const Status& st) {
+    SendError(request, st);
+    // Give the sender thread a moment to put the error on the wire before closing.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Shutdown(st.ToString());
+  }
+
+  void SendError(uint64_t request, const Status& st) {
+    net::ErrorMsg e;
+    e.request = request;
+    e.code = static_cast<uint8_t>(st.ok() ? Code::kInternal : st.code());
+    e.message = st.message();
+    std::shared_ptr<Connection> ctl = Get(&ctl_);
+    if (ctl) ctl->Send(MsgType::kError, e);
+  }
+
+  std::shared_ptr<Connection> Get(std::shared_ptr<Connection>* c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return *c;
+  }
+
+  void Push(Task t) {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Back-pressure: the reader stops reading (and TCP pushes back) while the queue is full.
+    cv_.wait(lock, [&] { return finished_ || tasks_.size() < 64; });
+    if (finished_) return;
+    tasks_.push_back(std::move(t));
+    cv_.notify_all();
+  }
+
+  void ProtocolError(const std::string& from, const std::string& what) {
+    w_->Log("protocol error from " + from + ": " + what);
+    Fail(0, Status::Corruption("protocol error from " + from + ": " + what));
+  }
+
+  void OnControllerFrame(uint16_t type, std::span<const uint8_t> p) {
+    Task t;
+    t.kind = static_cast<MsgType>(type);
+    switch (t.kind) {
+      case MsgType::kPing: {
+        Result<net::Ping> ping = net::Ping::Decode(p);
+        if (!ping.ok()) return ProtocolError(peer_, ping.status().message());
+        Get(&ctl_)->Send(MsgType::kPong, *ping);
+        return;
+      }
+      case MsgType::kEndSession:
+        return Shutdown("the controller ended the session");
+      case MsgType::kLoadModel: {
+        Result<net::LoadModel> m = net::LoadModel::Decode(p);
+        if (!m.ok()) return ProtocolError(peer_, m.status().message());
+        t.load = std::move(*m);
+        id_ = t.load.session;
+        return Push(std::move(t));
+      }
+      case MsgType::kLinkNext: {
+        Result<net::LinkNext> m = net::LinkNext::Decode(p);
+        if (!m.ok()) return ProtocolError(peer_, m.status().message());
+        t.link = std::move(*m);
+        return Push(std::move(t));
+      }
+      case MsgType::kForward: {
+        Status st = net::Forward::DecodeInto(p, &t.forward);
+        if (!st.ok()) return ProtocolError(peer_, st.message());
+        return Push(std::move(t));
+      }
+      default:
+        return ProtocolError(peer_, "unexpected " + std::string(net::MsgTypeName(type)) + " frame");
+    }
+  }
+
+  void OnUpstreamFrame(uint16_t type, std::span<const uint8_t> p) {
+    if (type == static_cast<uint16_t>(MsgType::kPing)) {
+      Result<net::Ping> ping = net::Ping::Decode(p);
+      if (!ping.ok()) return ProtocolError("the previous stage", ping.status().message());
+      Get(&up_)->Send(MsgType::kPong, *ping);
+      return;
+    }
+    if (type != static_cast<uint16_t>(MsgType::kForward)) {
+      return ProtocolError("the previous stage", "unexpected " + std::string(net::MsgTypeName(type)) + " frame");
+    }
+    Task t;
+    Status st = net::Forward::DecodeInto(p, &t.forward);
+    if (!st.ok()) return ProtocolError("the previous stage", st.message());
+    Push(std::move(t));
+  }
+
+  void ComputeLoop() {
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return finished_ || !tasks_.empty(); });
+        if (finished_) return;
+        t = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      cv_.notify_all();
+      switch (t.kind) {
+        case MsgType::kLoadModel: {
+          Status st = Load(t.load);
+          if (!st.ok()) Fail(0, st);
+          break;
+        }
+        case MsgType::kLinkNext: {
+          Status st = Link(t.link);
+          if (!st.ok()) Fail(0, st);
+          break;
+        }
+        default:
+          RunForward(t.forward);
+      }
+    }
+  }
+
+  void HeartbeatLoop() {
+    uint64_t n = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!finished_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(w_->o.ping_interval_ms));
+      if (finished_) return;
+      std::shared_ptr<Connection> down = down_, ctl = ctl_;
+      lock.unlock();
+      if (down) {
+        down->Send(MsgType::kPing, net::Ping{++n});
+        const int64_t silent = MsSince(down->last_receive());
+        if (silent > w_->o.link_dead_ms) {
+          Fail(0, Status::IOError("the link to the next stage " + down->name() + " has been silent for " +
+                                  std::to_string(silent) + " ms"));
+        }
+      }
+      if (ctl && MsSince(ctl->last_receive()) > w_->o.controller_dead_ms) {
+        Shutdown("the controller has been silent for " + std::to_string(MsSince(ctl->last_receive())) + " ms");
+      }
+      lock.lock();
+    }
+  }
+
+  Status Load(const net::LoadModel& m) {
+    if (model_) return Status::InvalidArgument("the session already has a model");
+    ModelId want{m.header_digest, m.file_size};
+    Result<std::string> path = FindModel(want, {w_->o.model_path}, w_->o.models_dir);
+    if (!path.ok()) {
+      Result<std::string> same_machine = FindModel(want, {m.model_path}, "");
+      if (!same_machine.ok()) {
+        return Status::NotFound(path.status().message() +
+                                "\n(sending weights to a worker is not implemented yet: copy " +
+                                m.model_name + " to this machine and give -m or --models-dir)");
+      }
+      path = std::move(same_machine);
+    }
+    Result<model::Model> model = model::Model::Load(*path);
+    if (!model.ok()) return model.status();
+    const model::ModelParams& p = model->params();
+    if (m.layer_end > p.n_layer) {
+      return Status::InvalidArgument("layers " + std::to_string(m.layer_begin) + ".." +
+                                     std::to_string(m.layer_end - 1) + " do not exist in a " +
+                                     std::to_string(p.n_layer) + "-layer model");
+    }
+    model_ = std::make_unique<model::Model>(std::move(*model));
+    const int threads = m.threads > 0 ? static_cast<int>(m.threads) : w_->o.threads;
+    // Bring this stage's weights into memory, with progress for the controller.
+    std::vector<const gguf::TensorInfo*> mine;
+    uint64_t total = 0;
+    for (const gguf::TensorInfo& t : model_->file().tensors()) {
+      int64_t layer = -1;
+      const bool in_range = std::sscanf(t.name.c_str(), "blk.%ld.", &layer) == 1 &&
+                            layer >= m.layer_begin && layer < m.layer_end;
+      const bool head = m.layer_end == p.n_layer &&
+                        (t.name == "output.weight" || t.name == "output_norm.weight" ||
+                         (t.name == "token_embd.weight" && model_->output.data == model_->token_embd.data));
+      if (in_range || head) {
+        mine.push_back(&t);
+        total += t.n_bytes;
+      }
+    }
+    std::shared_ptr<Connection> ctl = Get(&ctl_);
+    uint64_t done = 0, sink = 0;
+    auto last = Clock::now();
+    for (const gguf::TensorInfo* t : mine) {
+      for (uint64_t off = 0; off < t->n_bytes; off += 4096) sink += t->data[off];
+      done += t->n_bytes;
+      if (MsSince(last) > 200 || done == total) {
+        ctl->Send(MsgType::kLoadProgress, net::LoadProgress{done, total, "reading weights from " + *path});
+        last = Clock::now();
+      }
+      if (finished_) return Status::Ok();
+    }
+    (void)sink;
+    const uint64_t kv_bytes = 2ull * m.n_ctx * p.kv_dim() * 2 * (m.layer_end - m.layer_begin);
+    const uint64_t budget = w_->info.free_memory;
+    if (budget > 0 && total + kv_bytes > budget) {
+      return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
+                                       std::to_string(m.layer_end - 1) + " need " +
+                                       std::to_string((total + kv_bytes) >> 20) + " MiB but this worker has " +
+                                       std::to_string(budget >> 20) + " MiB");
+    }
+    ctx_ = std::make_unique<model::Context>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end);
+    w_->Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
+            std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
+            " MiB weights, " + std::to_string(kv_bytes >> 20) + " MiB KV cache, " +
+            std::to_string(threads) + " threads)");
+    net::Loaded loaded{total, kv_bytes, 0, "local file " + *path};
+    ctl->Send(MsgType::kLoaded, loaded);
+    return Status::Ok();
+  }
+
+  Status Link(const net::LinkNext& l) {
+    if (!ctx_) return Status::InvalidArgument("LinkNext before LoadModel");
+    const std::string name = l.host + ":" + std::to_string(l.port);
+    Result<net::Socket> s = net::Socket::Connect(l.host, l.port, 3000);
+    if (!s.ok()) return s.status().WithContext("next stage " + name);
+    Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kUpstream, w_->o.key);
+    if (!info.ok()) return info.status().WithContext("next stage " + name);
+    TANDEM_RETURN_IF_ERROR(net::WriteMessage(*s, MsgType::kAttach, net::Attach{id_}));
+    std::shared_ptr<Connection> down = Connection::Start(
+        std::move(*s), "next stage " + name, [](uint16_t, std::span<const uint8_t>) {},
+        [this, name](const Status& why) {
+          if (!finished_) Fail(0, Status::IOError("link to the next stage " + name + " lost: " + why.message()));
+        });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      down_ = down;
+    }
+    Get(&ctl_)->Send(MsgType::kLinked, net::Empty{});
+    return Status::Ok();
+  }
+
+  void RunForward(net::Forward& f) {
+    if (!ctx_) return Fail(f.request, Status::InvalidArgument("Forward before LoadModel"));
+    const model::ModelParams& p = model_->params();
+    if (f.n_embd != p.n_embd) {
+      return Fail(f.request, Status::InvalidArgument("hidden states of width " + std::to_string(f.n_embd) +
+                                                     " for a model of width " + std::to_string(p.n_embd)));
+    }
+    if (f.flags & net::Forward::kClearAll) {
+      ctx_->cache().Clear();
+      samplers_.Clear();
+    }
+    if (f.truncate_seq >= 0) ctx_->cache().Truncate(f.truncate_seq, f.truncate_from);
+    batch_.seq = f.seq;
+    batch_.pos = f.pos;
+    batch_.logits = f.logits;
+    batch_.tokens.clear();
+    int32_t result_seq = f.seq.back();
+    for (size_t i = 0; i < f.seq.size(); ++i) {
+      if (f.logits[i]) result_seq = f.seq[i];
+    }
+    if (ctx_->is_last() && (f.flags & net::Forward::kHasSampler)) {
+      Status st = samplers_.Configure(result_seq, FromWire(f.sampler), f.sampler.history);
+      if (!st.ok()) return Fail(f.request, st);
+    }
+    const auto t0 = Clock::now();
+    Status st = ctx_->Forward(batch_, f.hidden.data());
+    if (!st.ok()) {
+      // The request failed but the session can go on (e.g. a full context).
+      SendError(f.request, st);
+      return;
+    }
+    f.stage_us.push_back(static_cast<uint32_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+    const size_t n = f.seq.size();
+    if (!ctx_->is_last()) {
+      std::shared_ptr<Connection> down = Get(&down_);
+      if (!down) return Fail(f.request, Status::InvalidArgument("Forward before LinkNext"));
+      f.hidden.assign(ctx_->hidden(), ctx_->hidden() + n * p.n_embd);
+      down->Send(MsgType::kForward, f);
+      return;
+    }
+    if (!(f.flags & (net::Forward::kSample | net::Forward::kReturnLogits))) return;
+    net::ResultMsg r;
+    r.request = f.request;
+    r.compute_us = f.stage_us;
+    const int64_t row = LastMarkedRow(batch_);
+    if (f.flags & net::Forward::kSample) {
+      Result<int32_t> tok = samplers_.SampleAndAccept(
+          result_seq, {ctx_->logits() + row * p.n_vocab, static_cast<size_t>(p.n_vocab)});
+      if (!tok.ok()) {
+        SendError(f.request, tok.status());
+        return;
+      }
+      r.token = *tok;
+    }
+    if (f.flags & net::Forward::kReturnLogits) {
+      r.n_vocab = static_cast<uint32_t>(p.n_vocab);
+      r.logits.assign(ctx_->logits(), ctx_->logits() + ctx_->n_logits() * p.n_vocab);
+    }
+    Get(&ctl_)->Send(MsgType::kResult, r);
+  }
+
+  Worker::Impl* w_;
+  std::string peer_;
+  std::atomic<uint64_t> id_{0};
+  std::atomic<bool> finished_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> tasks_;
+  std::shared_ptr<Connection> ctl_, up_, down_;
+  std::thread compute_, heartbeat_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::Context> ctx_;
+  model::Batch batch_;
+  SamplerSet samplers_;
+};
+
+void Worker::Impl::Handle(net::Socket s) {
+  const std::string peer = s.PeerName();
+  Result<net::ServerHello> h = net::ServerHandshake(s, o.key);
+  if (!h.ok()) {
+    Log("rejected connection from " + peer + ": " + h.status().message());
+    return;
+  }
+  if (h->role == net::Role::kController) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (session && !session->finished()) {
+      const std::string why = "this worker is busy serving a session for " + session->peer();
+      (void)net::SendRefused(s, why);
+      Log("refused controller " + peer + ": busy");
+      return;
+    }
+    if (session) {
+      session->Join();
+      session.reset();
+    }
+    if (Status st = net::SendWelcome(s, o.key, *h, info); !st.ok()) {
+      Log("lost " + peer + " during the handshake: " + st.message());
+      return;
+    }
+    Log("session from " + peer + " started");
+    session = std::make_shared<Session>(this, peer);
+    session->Begin(std::move(s));
+    return;
+  }
+  if (Status st = net::SendWelcome(s, o.key, *h, info); !st.ok()) return;
+  Result<net::Attach> a = net::ReadMessage<net::Attach>(s, net::MsgType::kAttach, net::kHandshakeTimeoutMs);
+  if (!a.ok()) {
+    Log("rejected stage connection from " + peer + ": " + a.status().message());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (!session || session->finished() || session->id() != a->session || a->session == 0) {
+    (void)net::SendRefused(s, "no running session " + std::to_string(a->session));
+    Log("refused stage connection from " + peer + ": no such session");
+    return;
+  }
+  if (Status st = session->AttachUpstream(std::move(s), peer); !st.ok()) {
+    Log("refused stage connection from " + peer + ": " + st.message());
+    return;
+  }
+  Log("previous stage " + peer + " attached");
+}
+
+void Worker::Impl::Reap(bool all) {
+  std::shared_ptr<Session> done;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (session && (all || session->finished())) {
+      if (all) session->Shutdown("the worker is stopping");
+      done = std::move(session);
+    }
+  }
+  if (done) done->Join();
+  for (size_t i = 0; i < pending.size();) {
+    if (all || pending[i].done->load()) {
+      pending[i].thread.join();
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Worker::~Worker() {
+  impl_->stop = true;
+  impl_->Reap(true);
+}
+
+Result<std::unique_ptr<Worker>> Worker::Start(WorkerOptions o) {
+  if (!net::IsLoopbackHost(o.host) && !o.key && !o.insecure) {
+    return Status::InvalidArgument(
+        "refusing to listen on " + o.host + " without --auth-key-file: anyone who can reach this port "
+        "could use this machine. Give a key file (the same on every node), or --insecure");
+  }
+  auto impl = std::make_unique<Impl>();
+  TANDEM_ASSIGN_OR_RETURN(impl->listener, net::Listener::Bind(o.host, o.port));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  impl->info.name = host;
+  impl->info.cpu_features = kernels::IsaName(kernels::Best().isa);
+  impl->info.threads = static_cast<uint32_t>(o.threads);
+  impl->info.free_memory = o.mem_bytes > 0 ? o.mem_bytes : AvailableMemory();
+  impl->info.matvec_gbps = MeasureMatvec(o.threads);
+  impl->o = std::move(o);
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+uint16_t Worker::port() const { return impl_->listener.port(); }
+const net::WorkerInfo& Worker::info() const { return impl_->info; }
+void Worker::Stop() { impl_->stop = true; }
+
+void Worker::Serve(const std::atomic<bool>* stop_flag) {
+  Impl& w = *impl_;
+  while (!w.stop && !(stop_flag && stop_flag->load())) {
+    Result<net::Socket> s = w.listener.Accept(200);
+    w.Reap(false);
+    if (!s.ok()) {
+      if (s.status().code() != Code::kNotFound) w.Log("accept failed: " + s.status().message());
+      continue;
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    w.pending.push_back({std::thread([&w, done, sock = std::move(*s)]() mutable {
+                           w.Handle(std::move(sock));
+                           *done = true;
+                         }),
+                         done});
+  }
+  w.Reap(true);
+}
+
+}  // namespace tandem::dist

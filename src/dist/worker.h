@@ -1,0 +1,76 @@
+// Worker: the daemon `tandem worker` runs on each extra machine.
+//
+// It listens for connections (default port 50052). Every connection starts with the
+// authenticated handshake (net/auth.h); the worker then reports its protocol version, CPU
+// features, threads, free memory and a measured matrix-vector speed. A controller (the main
+// node) owns one session at a time: it loads a contiguous layer range of a model from a local
+// GGUF copy (-m, --models-dir, or the main node's own path when it is on this machine), links
+// the worker to the next stage, and then sends Forward frames. A second controller is refused
+// with a clear reason while a session runs. An upstream stage attaches to the running session
+// and feeds it Forward frames directly, so activations go stage to stage.
+//
+// Per Forward frame the compute thread applies the truncation, runs the layers and sends the
+// hidden states to the next stage, or (on the last stage) samples and sends the token id (and
+// logits when asked) to the controller. Reader and sender threads per connection keep network
+// I/O off the compute thread; idle threads sleep.
+//
+// Failures: malformed, oversized or unauthenticated frames close that connection with a logged
+// error; the worker keeps serving. When the controller disconnects the session is freed. The
+// worker pings the next stage and reports a silent link to the controller as an Error.
+//
+// Thread safety: Serve() on one thread; Stop() from any thread or a signal-safe flag.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "net/auth.h"
+#include "net/messages.h"
+#include "net/socket.h"
+
+namespace tandem::dist {
+
+struct WorkerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = net::kDefaultPort;
+  int threads = 2;
+  uint64_t mem_bytes = 0;      // 0: the machine's available memory
+  std::string model_path;      // local copy of the model (-m)
+  std::string models_dir;      // where to look for a copy by content
+  std::string cache_dir;       // weights received from the main node (not yet used)
+  std::optional<net::Key> key;
+  bool insecure = false;       // allow a non-loopback address without a key
+  std::function<void(const std::string&)> log;  // one line per event (default: stderr)
+  int ping_interval_ms = 500;
+  int link_dead_ms = 2500;         // the next stage silent this long: report it
+  int controller_dead_ms = 10000;  // the controller silent this long: free the session
+};
+
+class Worker {
+ public:
+  // Binds the port (checking the key rule) and measures the matrix-vector speed.
+  static Result<std::unique_ptr<Worker>> Start(WorkerOptions options);
+  ~Worker();
+
+  uint16_t port() const;
+  const net::WorkerInfo& info() const;
+  // Serves connections until Stop() or *stop_flag (checked every 200 ms) becomes true.
+  void Serve(const std::atomic<bool>* stop_flag = nullptr);
+  void Stop();
+
+  struct Impl;
+
+ private:
+  explicit Worker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Bytes of memory available to a new process (MemAvailable), 0 if unknown.
+uint64_t AvailableMemory();
+
+}  // namespace tandem::dist

@@ -1,0 +1,182 @@
+#include "net/messages.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace tandem::net {
+namespace {
+
+template <typename M>
+std::vector<uint8_t> PayloadOf(const M& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  m.Encode(w);
+  return out;
+}
+
+Forward SampleForward() {
+  Forward f;
+  f.request = 77;
+  f.flags = Forward::kSample | Forward::kHasSampler;
+  f.truncate_seq = 3;
+  f.truncate_from = 10;
+  f.seq = {3, 3};
+  f.pos = {10, 11};
+  f.logits = {0, 1};
+  f.n_embd = 4;
+  f.hidden = {1, 2, 3, 4, 5, 6, 7, -8.5f};
+  f.sampler.temperature = 0.7f;
+  f.sampler.top_k = 40;
+  f.sampler.seed = 1234;
+  f.sampler.history = {1, 2, 3};
+  return f;
+}
+
+TEST(MessagesTest, ForwardRoundTrips) {
+  const Forward f = SampleForward();
+  Result<Forward> g = Forward::Decode(PayloadOf(f));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->request, 77u);
+  EXPECT_EQ(g->flags, f.flags);
+  EXPECT_EQ(g->truncate_seq, 3);
+  EXPECT_EQ(g->truncate_from, 10);
+  EXPECT_EQ(g->seq, f.seq);
+  EXPECT_EQ(g->pos, f.pos);
+  EXPECT_EQ(g->logits, f.logits);
+  EXPECT_EQ(g->hidden, f.hidden);
+  EXPECT_EQ(g->sampler.history, f.sampler.history);
+  EXPECT_EQ(g->sampler.seed, 1234u);
+  EXPECT_FLOAT_EQ(g->sampler.temperature, 0.7f);
+}
+
+TEST(MessagesTest, HandshakeAndControlRoundTrip) {
+  Hello h;
+  h.role = Role::kUpstream;
+  h.nonce[5] = 9;
+  Result<Hello> h2 = Hello::Decode(PayloadOf(h));
+  ASSERT_TRUE(h2.ok());
+  EXPECT_EQ(h2->role, Role::kUpstream);
+  EXPECT_EQ(h2->nonce, h.nonce);
+
+  Welcome w;
+  w.info = {"node", "avx2", 8, 1ull << 34, 12.5f, true};
+  Result<Welcome> w2 = Welcome::Decode(PayloadOf(w));
+  ASSERT_TRUE(w2.ok());
+  EXPECT_EQ(w2->info.name, "node");
+  EXPECT_EQ(w2->info.free_memory, 1ull << 34);
+  EXPECT_TRUE(w2->info.busy);
+
+  LoadModel l;
+  l.session = 5;
+  l.model_name = "m.gguf";
+  l.layer_begin = 4;
+  l.layer_end = 9;
+  l.n_ctx = 512;
+  l.cache_v = KvType::kQ8_0;
+  Result<LoadModel> l2 = LoadModel::Decode(PayloadOf(l));
+  ASSERT_TRUE(l2.ok()) << l2.status().ToString();
+  EXPECT_EQ(l2->layer_end, 9u);
+  EXPECT_EQ(l2->cache_v, KvType::kQ8_0);
+
+  ResultMsg r;
+  r.request = 2;
+  r.token = 17;
+  r.n_vocab = 3;
+  r.logits = {1, 2, 3, 4, 5, 6};
+  r.compute_us = {10, 20};
+  Result<ResultMsg> r2 = ResultMsg::Decode(PayloadOf(r));
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->logits, r.logits);
+  EXPECT_EQ(r2->compute_us, r.compute_us);
+}
+
+TEST(MessagesTest, RejectsEveryTruncationAndTrailingBytes) {
+  const std::vector<uint8_t> p = PayloadOf(SampleForward());
+  for (size_t n = 0; n < p.size(); ++n) {
+    EXPECT_FALSE(Forward::Decode(std::span(p.data(), n)).ok()) << "prefix " << n;
+  }
+  std::vector<uint8_t> longer = p;
+  longer.push_back(0);
+  Result<Forward> f = Forward::Decode(longer);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("trailing"), std::string::npos);
+}
+
+TEST(MessagesTest, RejectsOutOfRangeFields) {
+  Forward f = SampleForward();
+  f.seq[1] = -4;
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
+  f = SampleForward();
+  f.logits = {0, 0};  // asks to sample but marks no row
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
+  f = SampleForward();
+  f.flags |= 0x80;
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
+
+  // A token count beyond the limit is refused before anything is allocated.
+  std::vector<uint8_t> p = PayloadOf(SampleForward());
+  const uint32_t huge = kMaxBatchTokens + 1;
+  std::memcpy(p.data() + 8 + 1 + 4 + 4, &huge, 4);
+  Result<Forward> g = Forward::Decode(p);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("n_tokens"), std::string::npos) << g.status().ToString();
+
+  LoadModel l;
+  l.layer_begin = 5;
+  l.layer_end = 5;
+  l.n_ctx = 8;
+  EXPECT_FALSE(LoadModel::Decode(PayloadOf(l)).ok());
+
+  Hello h;
+  h.magic = 0x12345678;
+  EXPECT_FALSE(Hello::Decode(PayloadOf(h)).ok());
+}
+
+TEST(MessagesTest, FrameHeaderValidation) {
+  std::vector<uint8_t> frame;
+  EncodeFrame(MsgType::kPing, Ping{42}, &frame);
+  ASSERT_EQ(frame.size(), kFrameHeaderBytes + 8);
+  Result<FrameHeader> h = DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(frame.data(), kFrameHeaderBytes));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->type, static_cast<uint16_t>(MsgType::kPing));
+  EXPECT_EQ(h->payload_bytes, 8u);
+
+  std::vector<uint8_t> bad = frame;
+  bad[4] = 200;  // unknown type
+  EXPECT_FALSE(DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(bad.data(), kFrameHeaderBytes)).ok());
+  bad = frame;
+  const uint32_t big = kMaxPayloadBytes + 1;
+  std::memcpy(bad.data(), &big, 4);
+  EXPECT_FALSE(DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(bad.data(), kFrameHeaderBytes)).ok());
+  bad = frame;
+  bad[7] = 1;  // reserved
+  EXPECT_FALSE(DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(bad.data(), kFrameHeaderBytes)).ok());
+}
+
+TEST(MessagesTest, RandomBytesNeverCrashAnyDecoder) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf;
+  for (int i = 0; i < 20000; ++i) {
+    buf.resize(rng() % 96);
+    for (uint8_t& b : buf) b = static_cast<uint8_t>(rng());
+    const uint16_t type = static_cast<uint16_t>(rng() % 52);
+    (void)ValidatePayload(type, buf);
+  }
+  // Mutations of a valid Forward: every outcome is a status, and valid ones re-encode.
+  const std::vector<uint8_t> p = PayloadOf(SampleForward());
+  int valid = 0;
+  for (int i = 0; i < 20000; ++i) {
+    buf = p;
+    buf[rng() % buf.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    Result<Forward> f = Forward::Decode(buf);
+    if (f.ok()) {
+      ++valid;
+      EXPECT_EQ(PayloadOf(*f), buf);
+    }
+  }
+  EXPECT_GT(valid, 0);
+}
+
+}  // namespace
+}  // namespace tandem::net

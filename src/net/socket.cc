@@ -1,0 +1,341 @@
+#include "net/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tandem::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Errno(std::string_view what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+void Tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+// Milliseconds left until `deadline`, or -1 for no deadline.
+int Left(bool has_deadline, Clock::time_point deadline) {
+  if (!has_deadline) return -1;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return ms < 0 ? 0 : static_cast<int>(ms);
+}
+
+}  // namespace
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    Close();
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::Shutdown() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+void Socket::SetLingerZero() {
+  linger l{1, 0};
+  if (fd_ >= 0) setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+}
+
+std::string Socket::PeerName() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (fd_ < 0 || getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, port, sizeof port,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "?";
+  }
+  return ss.ss_family == AF_INET6 ? "[" + std::string(host) + "]:" + port
+                                  : std::string(host) + ":" + port;
+}
+
+Result<Socket> Socket::Connect(const std::string& host, uint16_t port, int timeout_ms) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
+    return Status::IOError("cannot resolve " + host + ": " + gai_strerror(rc));
+  }
+  std::string last = "no address";
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!s.valid()) {
+      last = Errno("socket");
+      continue;
+    }
+    int rc = ::connect(s.fd(), a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{s.fd(), POLLOUT, 0};
+      rc = ::poll(&p, 1, timeout_ms);
+      if (rc == 0) {
+        last = "timed out after " + std::to_string(timeout_ms) + " ms";
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (rc < 0 || err != 0) {
+        errno = rc < 0 ? errno : err;
+        last = Errno("connect");
+        continue;
+      }
+    } else if (rc != 0) {
+      last = Errno("connect");
+      continue;
+    }
+    const int flags = fcntl(s.fd(), F_GETFL);
+    fcntl(s.fd(), F_SETFL, flags & ~O_NONBLOCK);
+    Tune(s.fd());
+    freeaddrinfo(res);
+    return s;
+  }
+  freeaddrinfo(res);
+  return Status::IOError("cannot connect to " + host + ":" + service + ": " + last);
+}
+
+Status Socket::SendAll(std::span<const uint8_t> b) {
+  size_t off = 0;
+  while (off < b.size()) {
+    const ssize_t n = ::send(fd_, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(Errno("send"));
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status Socket::RecvAll(std::span<uint8_t> b, int timeout_ms) {
+  const bool has_deadline = timeout_ms >= 0;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+  size_t off = 0;
+  while (off < b.size()) {
+    if (has_deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      const int rc = ::poll(&p, 1, Left(true, deadline));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0) return Status::IOError(Errno("poll"));
+      if (rc == 0) return Status::IOError("timed out after " + std::to_string(timeout_ms) + " ms");
+    }
+    const ssize_t n = ::recv(fd_, b.data() + off, b.size() - off, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(Errno("recv"));
+    }
+    if (n == 0) return Status::IOError("connection closed by peer");
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<Listener> Listener::Bind(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res); rc != 0) {
+    return Status::IOError("cannot resolve " + host + ": " + gai_strerror(rc));
+  }
+  std::string last = "no address";
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid()) continue;
+    int one = 1;
+    setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(s.fd(), 16) != 0) {
+      last = Errno("bind " + host + ":" + service);
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    getsockname(s.fd(), reinterpret_cast<sockaddr*>(&ss), &len);
+    Listener l;
+    l.port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                             : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    l.sock_ = std::move(s);
+    freeaddrinfo(res);
+    return l;
+  }
+  freeaddrinfo(res);
+  return Status::IOError("cannot listen: " + last);
+}
+
+Result<Socket> Listener::Accept(int timeout_ms) {
+  pollfd p{sock_.fd(), POLLIN, 0};
+  const int rc = ::poll(&p, 1, timeout_ms);
+  if (rc == 0 || (rc < 0 && errno == EINTR)) return Status::NotFound("no connection");
+  if (rc < 0) return Status::IOError(Errno("poll"));
+  const int fd = ::accept4(sock_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return Status::IOError(Errno("accept"));
+  Tune(fd);
+  return Socket(fd);
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+Status ParseHostPort(const std::string& s, uint16_t default_port, std::string* host, uint16_t* port) {
+  std::string h = s, p;
+  if (!s.empty() && s[0] == '[') {
+    const size_t close = s.find(']');
+    if (close == std::string::npos) return Status::InvalidArgument("bad address '" + s + "'");
+    h = s.substr(1, close - 1);
+    if (close + 1 < s.size()) {
+      if (s[close + 1] != ':') return Status::InvalidArgument("bad address '" + s + "'");
+      p = s.substr(close + 2);
+    }
+  } else if (const size_t colon = s.rfind(':'); colon != std::string::npos && s.find(':') == colon) {
+    h = s.substr(0, colon);
+    p = s.substr(colon + 1);
+  }
+  if (h.empty()) return Status::InvalidArgument("address '" + s + "' has no host");
+  *host = h;
+  *port = default_port;
+  if (!p.empty()) {
+    char* end = nullptr;
+    const long v = std::strtol(p.c_str(), &end, 10);
+    if (*end != 0 || v <= 0 || v > 65535) {
+      return Status::InvalidArgument("address '" + s + "' has a bad port");
+    }
+    *port = static_cast<uint16_t>(v);
+  }
+  return Status::Ok();
+}
+
+Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int timeout_ms) {
+  std::array<uint8_t, kFrameHeaderBytes> hb;
+  TANDEM_RETURN_IF_ERROR(s.RecvAll(hb, timeout_ms));
+  TANDEM_ASSIGN_OR_RETURN(*h, DecodeFrameHeader(hb));
+  payload->resize(h->payload_bytes);
+  return s.RecvAll(*payload, timeout_ms);
+}
+
+// --- Connection ---
+
+Connection::Connection(Socket s, std::string name, FrameHandler f, CloseHandler c)
+    : sock_(std::move(s)), name_(std::move(name)), on_frame_(std::move(f)), on_close_(std::move(c)) {
+  last_rx_ns_ = Clock::now().time_since_epoch().count();
+}
+
+std::shared_ptr<Connection> Connection::Start(Socket s, std::string name, FrameHandler on_frame,
+                                              CloseHandler on_close) {
+  std::shared_ptr<Connection> c(
+      new Connection(std::move(s), std::move(name), std::move(on_frame), std::move(on_close)));
+  // The threads keep the connection alive until they end; the last owner may then be one of
+  // them, which is why the destructor detaches a thread that destroys its own connection.
+  c->reader_ = std::thread([c] { c->ReaderLoop(); });
+  c->sender_ = std::thread([c] { c->SenderLoop(); });
+  return c;
+}
+
+Connection::~Connection() {
+  Close();
+  Join();
+}
+
+void Connection::Join() {
+  const auto self = std::this_thread::get_id();
+  for (std::thread* t : {&reader_, &sender_}) {
+    if (!t->joinable()) continue;
+    if (t->get_id() == self) {
+      t->detach();
+    } else {
+      t->join();
+    }
+  }
+}
+
+std::chrono::steady_clock::time_point Connection::last_receive() const {
+  return Clock::time_point(Clock::duration(last_rx_ns_.load()));
+}
+
+void Connection::SendFrame(std::vector<uint8_t> frame) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    queue_.push_back(std::move(frame));
+  }
+  cv_.notify_one();
+}
+
+void Connection::Close(const Status& why) { Fail(why); }
+
+void Connection::Fail(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_.exchange(true)) return;
+    queue_.clear();
+  }
+  sock_.Shutdown();
+  cv_.notify_all();
+  std::call_once(close_once_, [&] {
+    if (on_close_) on_close_(why);
+  });
+}
+
+void Connection::ReaderLoop() {
+  std::vector<uint8_t> payload;
+  FrameHeader h;
+  while (!closed_) {
+    Status st = ReadFrame(sock_, &h, &payload, -1);
+    if (!st.ok()) {
+      if (!closed_) Fail(st.WithContext(name_));
+      return;
+    }
+    bytes_received_ += kFrameHeaderBytes + payload.size();
+    last_rx_ns_ = Clock::now().time_since_epoch().count();
+    if (on_frame_) on_frame_(h.type, payload);
+  }
+}
+
+void Connection::SenderLoop() {
+  std::vector<uint8_t> frame;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+      if (closed_) return;
+      frame = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Status st = sock_.SendAll(frame);
+    if (!st.ok()) {
+      Fail(st.WithContext(name_));
+      return;
+    }
+    bytes_sent_ += frame.size();
+  }
+}
+
+}  // namespace tandem::net
