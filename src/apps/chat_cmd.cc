@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/dist_flags.h"
 #include "apps/model_flags.h"
 #include "tokenizer/chat_template.h"
 
@@ -20,6 +21,7 @@ void OnInterrupt(int) { g_interrupted = 1; }
 void RegisterChat(CLI::App& app, int* exit_code) {
   struct Args {
     ModelFlags model;
+    DistFlags dist;
     std::string system;
     std::string chat_template;
     engine::GenerateOptions gen;
@@ -27,6 +29,7 @@ void RegisterChat(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("chat", "Talk with a model in its chat template");
   AddModelFlags(cmd, &a->model);
+  AddDistFlags(cmd, &a->dist);
   cmd->add_option("--system", a->system, "System message");
   cmd->add_option("--chat-template", a->chat_template,
                   "Template name (default: from the model, else chatml): " +
@@ -35,7 +38,12 @@ void RegisterChat(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddSamplingFlags(cmd, &a->gen.sampling);
   cmd->callback([a, exit_code] {
-    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(ToEngineOptions(a->model));
+    Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
+    if (!eo.ok()) {
+      *exit_code = ReportError(eo.status().ToString());
+      return;
+    }
+    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(*eo);
     if (!e.ok()) {
       *exit_code = ReportError(e.status().ToString());
       return;

@@ -13,6 +13,7 @@ void RegisterRun(CLI::App& app, int* exit_code);
 void RegisterLogits(CLI::App& app, int* exit_code);
 void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterChat(CLI::App& app, int* exit_code);
+void RegisterWorker(CLI::App& app, int* exit_code);
 
 // Prints "tandem: error: <message>" as one line on stderr and returns 1.
 int ReportError(const std::string& message);

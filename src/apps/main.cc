@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/model_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tandem: one large language model across several machines"};
@@ -16,8 +17,11 @@ int main(int argc, char** argv) {
   tandem::apps::RegisterLogits(app, &exit_code);
   tandem::apps::RegisterBench(app, &exit_code);
   tandem::apps::RegisterChat(app, &exit_code);
+  tandem::apps::RegisterWorker(app, &exit_code);
+  std::vector<const char*> args(argv, argv + argc);
+  tandem::apps::RewriteShortFlags(args);  // -fa, -ctk, -ctv
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -1,9 +1,11 @@
-// Flags shared by the commands that run a model (run, logits, bench), named as llama.cpp names
-// them where it has them.
+// Flags shared by the commands that run a model (run, chat, logits, bench), named as llama.cpp
+// names them where it has them.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/engine.h"
 #include "sampling/sampler.h"
@@ -15,7 +17,29 @@ struct ModelFlags {
   int64_t n_ctx = 4096;
   int threads = 2;
   int64_t n_batch = 512;
+  bool flash_attn = false;
+  std::string cache_type_k = "f16", cache_type_v = "f16";
 };
+
+// llama.cpp's multi-letter short flags, which CLI11 cannot declare, become their long forms
+// (main.cc calls this on the command line before parsing; nothing after "--" changes).
+inline void RewriteShortFlags(std::vector<const char*>& args) {
+  static constexpr const char* kFlags[][2] = {
+      {"-fa", "--flash-attn"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (std::string_view(args[i]) == "--") break;
+    for (const auto& f : kFlags) {
+      if (std::string_view(args[i]) == f[0]) args[i] = f[1];
+    }
+  }
+}
+
+// The KV cache type named by a --cache-type-k/v value (f16, q8_0 or f32).
+inline quant::TensorType CacheType(const std::string& name) {
+  if (name == "f32") return quant::TensorType::kF32;
+  if (name == "q8_0") return quant::TensorType::kQ8_0;
+  return quant::TensorType::kF16;
+}
 
 inline void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("-m,--model", f->model, "GGUF model file")->required();
@@ -25,10 +49,20 @@ inline void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("-b,--batch-size", f->n_batch, "Prompt tokens per forward pass")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_flag("--flash-attn", f->flash_attn,
+                "Flash attention (-fa): tiled over the cache with an online softmax");
+  cmd->add_option("--cache-type-k", f->cache_type_k, "KV cache type for keys (-ctk)")
+      ->capture_default_str()->check(CLI::IsMember({"f16", "q8_0", "f32"}));
+  cmd->add_option("--cache-type-v", f->cache_type_v, "KV cache type for values (-ctv)")
+      ->capture_default_str()->check(CLI::IsMember({"f16", "q8_0", "f32"}));
+}
+
+inline model::ContextOptions ToContextOptions(const ModelFlags& f) {
+  return {f.flash_attn, CacheType(f.cache_type_k), CacheType(f.cache_type_v)};
 }
 
 inline engine::EngineOptions ToEngineOptions(const ModelFlags& f) {
-  return {f.model, f.n_ctx, f.threads, f.n_batch};
+  return {f.model, f.n_ctx, f.threads, f.n_batch, ToContextOptions(f)};
 }
 
 inline void AddSamplingFlags(CLI::App* cmd, sampling::SamplerParams* s) {

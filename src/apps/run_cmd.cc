@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/dist_flags.h"
 #include "apps/model_flags.h"
 
 namespace tandem::apps {
@@ -10,19 +11,26 @@ namespace tandem::apps {
 void RegisterRun(CLI::App& app, int* exit_code) {
   struct Args {
     ModelFlags model;
+    DistFlags dist;
     std::string prompt;
     engine::GenerateOptions gen;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "Generate a continuation of a prompt");
   AddModelFlags(cmd, &a->model);
+  AddDistFlags(cmd, &a->dist);
   cmd->add_option("-p,--prompt", a->prompt, "Prompt (empty: start from BOS alone)");
   cmd->add_option("-n,--n-predict", a->gen.n_predict, "Tokens to generate (-1: until EOS)")
       ->capture_default_str();
   cmd->add_option("--stop", a->gen.stop, "Stop string (repeatable)");
   AddSamplingFlags(cmd, &a->gen.sampling);
   cmd->callback([a, exit_code] {
-    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(ToEngineOptions(a->model));
+    Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
+    if (!eo.ok()) {
+      *exit_code = ReportError(eo.status().ToString());
+      return;
+    }
+    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(*eo);
     if (!e.ok()) {
       *exit_code = ReportError(e.status().ToString());
       return;

@@ -187,12 +187,16 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
   if (o.ubatch <= 0 || o.ubatch > net::kMaxBatchTokens) {
     return Status::InvalidArgument("--ubatch must be 1.." + std::to_string(net::kMaxBatchTokens));
   }
+  if (o.context.type_k == quant::TensorType::kF32 || o.context.type_v == quant::TensorType::kF32) {
+    return Status::Unsupported("an f32 KV cache is not available with workers (use f16 or q8_0)");
+  }
+  TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(model.params(), o.context));
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.model = &model;
   m.o = o;
   const model::ModelParams& p = model.params();
-  m.n_ctx = std::min<int64_t>(o.n_ctx, p.n_ctx_train);
+  m.n_ctx = o.n_ctx;  // callers clamp to the training context where they want to
 
   // Connect and authenticate.
   std::vector<net::Socket> sockets;
@@ -257,6 +261,9 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
     lm.layer_begin = static_cast<uint32_t>(s.layer_begin);
     lm.layer_end = static_cast<uint32_t>(s.layer_end);
     lm.n_ctx = static_cast<uint32_t>(m.n_ctx);
+    lm.flash_attn = o.context.flash_attn;
+    lm.cache_k = o.context.type_k == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
+    lm.cache_v = o.context.type_v == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
     m.conns[i]->Send(MsgType::kLoadModel, lm);
   }
   TANDEM_RETURN_IF_ERROR(m.Wait([&] {
@@ -271,7 +278,8 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
     for (size_t i = 0; i + 1 < nw; ++i) if (!m.linked[i]) return false;
     return true;
   }));
-  m.ctx = std::make_unique<model::Context>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end);
+  m.ctx = std::make_unique<model::Context>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end,
+                                          o.context);
   return c;
 }
 

@@ -35,6 +35,7 @@ struct ClusterOptions {
   int threads = 2;        // for the main node's stage
   int64_t ubatch = 128;   // prompt tokens per micro-batch
   PlanOptions plan;
+  model::ContextOptions context;  // flash attention and KV cache types, on every stage
   std::optional<net::Key> key;
   std::function<void(const std::string&)> log;  // progress and the plan (default: stderr)
   int connect_timeout_ms = 3000;

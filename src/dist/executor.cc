@@ -30,8 +30,10 @@ int64_t LastMarkedRow(const model::Batch& b) {
   return row;
 }
 
-LocalExecutor::LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch)
-    : model_(model), n_ctx_(n_ctx), ubatch_(std::max<int64_t>(1, ubatch)), ctx_(model, n_ctx, n_threads) {}
+LocalExecutor::LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch,
+                             const model::ContextOptions& context)
+    : model_(model), n_ctx_(n_ctx), ubatch_(std::max<int64_t>(1, ubatch)),
+      ctx_(model, n_ctx, n_threads, context) {}
 
 Status LocalExecutor::Clear() {
   ctx_.cache().Clear();

@@ -72,7 +72,8 @@ class LocalExecutor : public Executor {
  public:
   // Batches larger than `ubatch` run as consecutive micro-batches, as a pipeline runs them, so
   // both give the same numbers for the same ubatch.
-  LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch = 512);
+  LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch = 512,
+                const model::ContextOptions& context = {});
   Status Run(const model::Batch& batch, const RunOptions& options, RunOutput* out) override;
   Status Clear() override;
   int64_t n_ctx() const override { return n_ctx_; }

@@ -368,7 +368,12 @@ class Session {
                                        std::to_string((total + kv_bytes) >> 20) + " MiB but this worker has " +
                                        std::to_string(budget >> 20) + " MiB");
     }
-    ctx_ = std::make_unique<model::Context>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end);
+    model::ContextOptions copts;
+    copts.flash_attn = m.flash_attn;
+    copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
+    copts.type_v = m.cache_v == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
+    TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(p, copts));
+    ctx_ = std::make_unique<model::Context>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end, copts);
     w_->Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
             std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
             " MiB weights, " + std::to_string(kv_bytes >> 20) + " MiB KV cache, " +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 
 #include "tokenizer/stream_decoder.h"
 
@@ -16,8 +17,6 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 Engine::Engine(std::unique_ptr<model::Model> m, tokenizer::Tokenizer t, const EngineOptions& o)
     : model_(std::move(m)), tokenizer_(std::move(t)), options_(o) {
-  const int64_t n_ctx = std::min(o.n_ctx, model_->params().n_ctx_train);
-  context_ = std::make_unique<model::Context>(*model_, n_ctx, o.n_threads);
   const tokenizer::Vocab& v = tokenizer_.vocab();
   if (v.eos() != tokenizer::kNoToken) end_tokens_.push_back(v.eos());
   // End-of-turn tokens of the chat formats in tokenizer/chat_template.h.
@@ -34,16 +33,35 @@ bool Engine::IsEndOfGeneration(int32_t id) const {
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(model::Model m, model::Model::Load(options.model_path));
+  TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(m.params(), options.context));
   Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromGguf(m.file());
   if (!t.ok()) return t.status().WithContext(options.model_path);
   auto mp = std::make_unique<model::Model>(std::move(m));
-  return std::unique_ptr<Engine>(new Engine(std::move(mp), std::move(t).value(), options));
+  std::unique_ptr<Engine> e(new Engine(std::move(mp), std::move(t).value(), options));
+  const int64_t n_ctx = std::min(options.n_ctx, e->model_->params().n_ctx_train);
+  if (options.cluster.workers.empty()) {
+    e->exec_ = std::make_unique<dist::LocalExecutor>(*e->model_, n_ctx, options.n_threads,
+                                                     options.n_batch, options.context);
+  } else {
+    dist::ClusterOptions c = options.cluster;
+    c.n_ctx = n_ctx;
+    c.threads = options.n_threads;
+    c.context = options.context;
+    Result<std::unique_ptr<dist::Coordinator>> co = dist::Coordinator::Open(*e->model_, options.model_path, c);
+    if (!co.ok()) return co.status();
+    e->exec_ = std::move(*co);
+  }
+  return e;
 }
 
 Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOptions& o,
                                        const std::function<bool(std::string_view)>& on_text) {
   GenerateStats stats;
-  TANDEM_ASSIGN_OR_RETURN(sampling::Sampler sampler, sampling::Sampler::Create(o.sampling));
+  // Check the sampling parameters here, before anything runs (the sampler itself runs on the
+  // last stage).
+  TANDEM_RETURN_IF_ERROR(sampling::Sampler::Create(o.sampling).status());
+  sampling::SamplerParams sp = o.sampling;
+  if (sp.seed == sampling::kRandomSeed) sp.seed = std::random_device{}() & 0x7fffffff;
   tokenizer::EncodeOptions eo;
   eo.parse_special = o.parse_special;
   TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, tokenizer_.Encode(prompt, eo));
@@ -52,45 +70,46 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     if (bos == tokenizer::kNoToken) return Status::InvalidArgument("empty prompt and no BOS token");
     tokens.push_back(bos);
   }
-  model::Context& ctx = *context_;
-  ctx.cache().Clear();
-  const int64_t n_ctx = ctx.cache().n_ctx();
+  dist::Executor& ex = *exec_;
+  TANDEM_RETURN_IF_ERROR(ex.Clear());
+  const int64_t n_ctx = ex.n_ctx();
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
     return Status::OutOfRange("the prompt has " + std::to_string(tokens.size()) +
                               " tokens but the context holds " + std::to_string(n_ctx) +
                               " (raise -c)");
   }
-  for (int32_t t : tokens) sampler.Accept(t);
 
-  // Prompt, in batches of n_batch; logits for the last token only.
+  // Prompt in one Run (the executor splits it into micro-batches); the first token is sampled
+  // from the last position, with the prompt as the sampler's history.
   const auto t0 = std::chrono::steady_clock::now();
   model::Batch batch;
-  for (size_t i = 0; i < tokens.size(); i += options_.n_batch) {
-    batch.Clear();
-    const size_t end = std::min(tokens.size(), i + static_cast<size_t>(options_.n_batch));
-    for (size_t j = i; j < end; ++j) {
-      batch.Add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
-    }
-    TANDEM_RETURN_IF_ERROR(ctx.Decode(batch));
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    batch.Add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
   }
+  dist::RunOptions ro;
+  ro.sample = true;
+  ro.sampler = sp;
+  ro.history = tokens;
+  dist::RunOutput out;
+  TANDEM_RETURN_IF_ERROR(ex.Run(batch, ro, &out));
   stats.prompt_tokens = static_cast<int64_t>(tokens.size());
   stats.prompt_seconds = Since(t0);
+  dist::RunOptions step;
+  step.sample = true;
 
   // Generation: sample, stream the text, feed the token back.
   const auto t1 = std::chrono::steady_clock::now();
   tokenizer::DetokenizeStream stream(tokenizer_);
   std::string text, pending;  // pending: text held back while it could start a stop string
-  const int64_t n_vocab = model_->params().n_vocab;
   int32_t pos = static_cast<int32_t>(tokens.size());
   const bool strip_first_space = tokens.size() == 1 && tokens[0] == tokenizer_.vocab().bos();
   stats.stop_reason = "length";
   for (int n = 0; o.n_predict < 0 || n < o.n_predict; ++n) {
-    TANDEM_ASSIGN_OR_RETURN(int32_t next, sampler.Sample({ctx.logits(), static_cast<size_t>(n_vocab)}));
+    const int32_t next = out.token;
     if (IsEndOfGeneration(next)) {
       stats.stop_reason = "eos";
       break;
     }
-    sampler.Accept(next);
     ++stats.generated_tokens;
     text.clear();
     stream.Push(next, &text);
@@ -116,8 +135,8 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
         }
       }
     }
-    const std::string_view out(pending.data(), pending.size() - keep);
-    if (!out.empty() && !on_text(out)) {
+    const std::string_view emit(pending.data(), pending.size() - keep);
+    if (!emit.empty() && !on_text(emit)) {
       stats.stop_reason = "callback";
       break;
     }
@@ -132,7 +151,7 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     }
     batch.Clear();
     batch.Add(next, pos++, 0, true);
-    TANDEM_RETURN_IF_ERROR(ctx.Decode(batch));
+    TANDEM_RETURN_IF_ERROR(ex.Run(batch, step, &out));
   }
   text.clear();
   stream.Finish(&text);

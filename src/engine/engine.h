@@ -1,6 +1,6 @@
 // Engine: one model with its tokenizer, KV cache and sampler, generating text for a prompt.
-// This is the single-node engine; the distributed coordinator will drive the same loop with the
-// layers spread over workers.
+// The model runs through a dist::Executor: on this machine alone, or as a pipeline over workers
+// (EngineOptions::cluster.workers); the generation loop is the same.
 //
 // Thread safety: none; one Generate at a time. The on_text callback runs on the calling thread.
 #pragma once
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/coordinator.h"
+#include "dist/executor.h"
 #include "model/forward.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -24,6 +26,8 @@ struct EngineOptions {
   int64_t n_ctx = 4096;  // clamped to the model's training context
   int n_threads = 2;
   int64_t n_batch = 512;  // prompt tokens per forward call
+  model::ContextOptions context;  // flash attention, KV cache types
+  dist::ClusterOptions cluster;   // workers (none: this machine alone) and placement
 };
 
 struct GenerateOptions {
@@ -53,14 +57,14 @@ class Engine {
 
   const model::Model& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
-  model::Context& context() { return *context_; }
+  dist::Executor& executor() { return *exec_; }
 
  private:
   Engine(std::unique_ptr<model::Model> m, tokenizer::Tokenizer t, const EngineOptions& o);
 
   std::unique_ptr<model::Model> model_;
   tokenizer::Tokenizer tokenizer_;
-  std::unique_ptr<model::Context> context_;
+  std::unique_ptr<dist::Executor> exec_;
   EngineOptions options_;
   std::vector<int32_t> end_tokens_;
 };

@@ -71,6 +71,27 @@ struct FloatOps {
   void (*rope)(float* x, int64_t head_dim, const float* cos, const float* sin, bool neox);
 };
 
+// Attention over KV cache rows of type F32, F16 or Q8_0 (model/kv_cache.h). `scores` and
+// `accumulate` are small matrix products whose second operand is a list of rows given by
+// pointer (cache cells are not contiguous): each row is loaded once for several query rows.
+// REQUIRES: for Q8_0 rows, n is a multiple of 32 and each row pointer starts a block.
+struct AttnOps {
+  // y = x rounded to F16 (nearest even), n values.
+  void (*fp32_to_fp16)(const float* x, uint16_t* y, int64_t n);
+  // y = x widened from F16, n values.
+  void (*fp16_to_fp32)(const uint16_t* x, float* y, int64_t n);
+  // y[i] = exp(x[i] - m) for i < n; returns the sum of the y[i]. y may alias x.
+  float (*exp_sum)(const float* x, float m, float* y, int64_t n);
+  // s[i * lds + j] = q_i . row_j for i < nq, j < nk: q_i = q + i * ldq holds n floats, row_j =
+  // rows[j] holds n values of `type`.
+  void (*scores)(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t nq,
+                 const void* const* rows, int64_t nk, float* s, int64_t lds);
+  // o_i += sum over j < nv of p[i * ldp + j] * row_j for i < no: o_i = o + i * ldo holds n floats,
+  // row_j = rows[j] holds n values of `type`.
+  void (*accumulate)(TensorType type, int64_t n, const float* p, int64_t ldp, int64_t no,
+                     const void* const* rows, int64_t nv, float* o, int64_t ldo);
+};
+
 inline constexpr int kTypeSlots = 40;  // covers every TensorType id
 
 struct KernelTable {
@@ -80,6 +101,7 @@ struct KernelTable {
   // (F32 copies, Q8_0, Q8_1, Q8_K).
   quant::QuantizeRowFn quantize_act[kTypeSlots] = {};
   FloatOps f{};
+  AttnOps attn{};  // a separate struct: ISA files that reassign f whole leave it as it was
 
   const TypeKernels& of(TensorType t) const { return types[static_cast<uint32_t>(t)]; }
 };

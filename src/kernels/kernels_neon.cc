@@ -812,6 +812,193 @@ void Rope(float* x, int64_t head_dim, const float* cos, const float* sin, bool n
   }
 }
 
+
+// ---- attention (AttnOps) ----
+// Same shape as x86_attention.h: scores in tiles of 4 query rows x 2 key rows (dot-product
+// accumulators, reduced at the end), accumulate in tiles of 4 output rows x 16 columns kept in
+// registers over all value rows. Rows are F32, F16 or Q8_0; a reader loads 4 values as floats.
+
+template <TensorType T>
+struct ARows;
+
+template <>
+struct ARows<TensorType::kF32> {
+  static constexpr bool kScaled = false;
+  static float32x4_t Load4(const void* r, int64_t i) { return vld1q_f32(static_cast<const float*>(r) + i); }
+  static float At(const void* r, int64_t i) { return static_cast<const float*>(r)[i]; }
+  static float Scale(const void*, int64_t) { return 1.0f; }
+};
+
+template <>
+struct ARows<TensorType::kF16> {
+  static constexpr bool kScaled = false;
+  static float32x4_t Load4(const void* r, int64_t i) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(static_cast<const uint16_t*>(r) + i)));
+  }
+  static float At(const void* r, int64_t i) { return F16(static_cast<const uint16_t*>(r)[i]); }
+  static float Scale(const void*, int64_t) { return 1.0f; }
+};
+
+template <>
+struct ARows<TensorType::kQ8_0> {
+  static constexpr bool kScaled = true;  // Load4 gives the integers; multiply by Scale
+  static float32x4_t Load4(const void* r, int64_t i) {
+    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / kQK];
+    int32_t w;
+    std::memcpy(&w, b.qs + i % kQK, 4);
+    const int16x8_t h = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
+  }
+  static float At(const void* r, int64_t i) {
+    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / kQK];
+    return F16(b.d) * b.qs[i % kQK];
+  }
+  static float Scale(const void* r, int64_t i) { return F16(static_cast<const BlockQ8_0*>(r)[i / kQK].d); }
+};
+
+template <TensorType T, int QR, int KR>
+inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const* rows, float* s,
+                      int64_t lds) {
+  using R = ARows<T>;
+  float32x4_t acc[QR * KR];
+  for (int a = 0; a < QR * KR; ++a) acc[a] = vdupq_n_f32(0);
+  int64_t i = 0;
+  const int64_t step = R::kScaled ? kQK : 4;
+  for (; i + step <= n; i += step) {
+    float d[KR];
+    for (int k = 0; k < KR; ++k) d[k] = R::Scale(rows[k], i);
+    for (int u = 0; u < step; u += 4) {
+      float32x4_t qv[QR];
+      for (int r = 0; r < QR; ++r) qv[r] = vld1q_f32(q + r * ldq + i + u);
+      for (int k = 0; k < KR; ++k) {
+        float32x4_t kv = R::Load4(rows[k], i + u);
+        if constexpr (R::kScaled) kv = vmulq_n_f32(kv, d[k]);
+        for (int r = 0; r < QR; ++r) acc[r * KR + k] = vfmaq_f32(acc[r * KR + k], qv[r], kv);
+      }
+    }
+  }
+  for (int r = 0; r < QR; ++r) {
+    for (int k = 0; k < KR; ++k) {
+      float v = vaddvq_f32(acc[r * KR + k]);
+      for (int64_t e = i; e < n; ++e) v += q[r * ldq + e] * R::At(rows[k], e);
+      s[r * lds + k] = v;
+    }
+  }
+}
+
+template <TensorType T, int KR>
+inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
+                         float* s, int64_t lds) {
+  int64_t r = 0;
+  for (; r + 4 <= nq; r += 4) ScoreTile<T, 4, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
+  for (; r < nq; ++r) ScoreTile<T, 1, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
+}
+
+template <TensorType T>
+void ScoresT(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
+             int64_t nk, float* s, int64_t lds) {
+  int64_t j = 0;
+  for (; j + 2 <= nk; j += 2) ScoreColumns<T, 2>(n, q, ldq, nq, rows + j, s + j, lds);
+  if (j < nk) ScoreColumns<T, 1>(n, q, ldq, nq, rows + j, s + j, lds);
+}
+
+void AttnScores(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t nq,
+                const void* const* rows, int64_t nk, float* s, int64_t lds) {
+  switch (type) {
+    case TensorType::kF16: return ScoresT<TensorType::kF16>(n, q, ldq, nq, rows, nk, s, lds);
+    case TensorType::kQ8_0: return ScoresT<TensorType::kQ8_0>(n, q, ldq, nq, rows, nk, s, lds);
+    default: return ScoresT<TensorType::kF32>(n, q, ldq, nq, rows, nk, s, lds);
+  }
+}
+
+// OR output rows x 4*NV columns starting at column c (a multiple of 4*NV), over all value rows.
+template <TensorType T, int OR, int NV>
+inline void AccTile(int64_t c, const float* p, int64_t ldp, const void* const* rows, int64_t nv,
+                    float* o, int64_t ldo) {
+  using R = ARows<T>;
+  float32x4_t acc[OR][NV];
+  for (int r = 0; r < OR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = vld1q_f32(o + r * ldo + c + 4 * v);
+  for (int64_t j = 0; j < nv; ++j) {
+    float32x4_t x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = R::Load4(rows[j], c + 4 * v);
+    if constexpr (R::kScaled) {
+      const float d = R::Scale(rows[j], c);  // 4 * NV columns from c lie in one block
+      for (int v = 0; v < NV; ++v) x[v] = vmulq_n_f32(x[v], d);
+    }
+    for (int r = 0; r < OR; ++r) {
+      const float w = p[r * ldp + j];
+      for (int v = 0; v < NV; ++v) acc[r][v] = vfmaq_n_f32(acc[r][v], x[v], w);
+    }
+  }
+  for (int r = 0; r < OR; ++r)
+    for (int v = 0; v < NV; ++v) vst1q_f32(o + r * ldo + c + 4 * v, acc[r][v]);
+}
+
+template <TensorType T, int NV>
+inline void AccColumns(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows,
+                       int64_t nv, float* o, int64_t ldo) {
+  int64_t r = 0;
+  for (; r + 4 <= no; r += 4) AccTile<T, 4, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+  for (; r < no; ++r) AccTile<T, 1, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+}
+
+template <TensorType T>
+void AccumulateT(int64_t n, const float* p, int64_t ldp, int64_t no, const void* const* rows,
+                 int64_t nv, float* o, int64_t ldo) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) AccColumns<T, 4>(c, p, ldp, no, rows, nv, o, ldo);
+  for (; c + 4 <= n; c += 4) AccColumns<T, 1>(c, p, ldp, no, rows, nv, o, ldo);
+  for (; c < n; ++c) {  // F32 / F16 rows whose length is not a multiple of 4
+    for (int64_t r = 0; r < no; ++r) {
+      float v = o[r * ldo + c];
+      for (int64_t j = 0; j < nv; ++j) v += p[r * ldp + j] * ARows<T>::At(rows[j], c);
+      o[r * ldo + c] = v;
+    }
+  }
+}
+
+void AttnAccumulate(TensorType type, int64_t n, const float* p, int64_t ldp, int64_t no,
+                    const void* const* rows, int64_t nv, float* o, int64_t ldo) {
+  switch (type) {
+    case TensorType::kF16: return AccumulateT<TensorType::kF16>(n, p, ldp, no, rows, nv, o, ldo);
+    case TensorType::kQ8_0: return AccumulateT<TensorType::kQ8_0>(n, p, ldp, no, rows, nv, o, ldo);
+    default: return AccumulateT<TensorType::kF32>(n, p, ldp, no, rows, nv, o, ldo);
+  }
+}
+
+void Fp32ToFp16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+  for (; i < n; ++i) {
+    const __fp16 h = static_cast<__fp16>(x[i]);
+    std::memcpy(y + i, &h, 2);
+  }
+}
+
+void Fp16ToFp32(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
+  for (; i < n; ++i) y[i] = F16(x[i]);
+}
+
+float ExpSum(const float* x, float m, float* y, int64_t n) {
+  const float32x4_t vm = vdupq_n_f32(m);
+  float32x4_t sum = vdupq_n_f32(0);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t e = Exp(vsubq_f32(vld1q_f32(x + i), vm));
+    vst1q_f32(y + i, e);
+    sum = vaddq_f32(sum, e);
+  }
+  float s = vaddvq_f32(sum);
+  for (; i < n; ++i) {
+    y[i] = std::exp(x[i] - m);
+    s += y[i];
+  }
+  return s;
+}
+
 #endif  // !TANDEM_NEON_SDOT
 
 }  // namespace
@@ -831,6 +1018,7 @@ void FillNeon(KernelTable* t) {
   t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_1)] = QuantizeQ8_1;
   t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)] = QuantizeQ8_K;
   t->f = FloatOps{RmsNorm, Softmax, SiluMul, Add, Scale, Dot, Axpy, Rope};
+  t->attn = AttnOps{Fp32ToFp16, Fp16ToFp32, ExpSum, AttnScores, AttnAccumulate};
 }
 
 #else

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace tandem::kernels {
@@ -48,6 +49,11 @@ TEST(KernelsTest, EveryTableHasEveryEntry) {
       EXPECT_NE(t->quantize_act[static_cast<uint32_t>(t->of(type).act_type)], nullptr);
     }
     EXPECT_NE(t->f.rope, nullptr);
+    EXPECT_NE(t->attn.fp32_to_fp16, nullptr);
+    EXPECT_NE(t->attn.fp16_to_fp32, nullptr);
+    EXPECT_NE(t->attn.exp_sum, nullptr);
+    EXPECT_NE(t->attn.scores, nullptr);
+    EXPECT_NE(t->attn.accumulate, nullptr);
   }
 }
 
@@ -219,6 +225,89 @@ TEST(KernelsTest, FloatOpsMatchReference) {
         for (int64_t i = 0; i < hd; ++i) ASSERT_NEAR(b[i], a[i], 1e-6);
         // Rotation keeps the norm.
         EXPECT_NEAR(Norm(a), Norm(x), 1e-4);
+      }
+    }
+  }
+}
+
+// Attention ops: conversions are exact (both round to nearest even), exp_sum and the score and
+// accumulate products match the scalar reference on F32, F16 and Q8_0 rows, for tile remainders
+// (odd numbers of query, key and value rows) and row lengths that are not multiples of the
+// vector width.
+TEST(KernelsTest, AttnConversionsAndExpSumMatchReference) {
+  const AttnOps& r = ForIsa(Isa::kScalar)->attn;
+  for (const KernelTable* t : Available()) {
+    SCOPED_TRACE(IsaName(t->isa));
+    const AttnOps& a = t->attn;
+    ASSERT_NE(a.fp32_to_fp16, nullptr);
+    ASSERT_NE(a.scores, nullptr);
+    for (int64_t n : {1, 7, 16, 64, 100}) {
+      std::vector<float> x = Random(n, 31, 4.0f);
+      if (n > 3) x[1] = 1e-6f, x[2] = -70000.0f, x[3] = 0.0f;  // subnormal, overflow, zero
+      std::vector<uint16_t> h0(n), h1(n);
+      r.fp32_to_fp16(x.data(), h0.data(), n);
+      a.fp32_to_fp16(x.data(), h1.data(), n);
+      ASSERT_EQ(h1, h0);
+      std::vector<float> f0(n), f1(n);
+      r.fp16_to_fp32(h0.data(), f0.data(), n);
+      a.fp16_to_fp32(h0.data(), f1.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(f1[i], f0[i]) << i;
+      std::vector<float> e0(n), e1(n);
+      const float m = 2.5f;
+      const float s0 = r.exp_sum(x.data(), m, e0.data(), n);
+      const float s1 = a.exp_sum(x.data(), m, e1.data(), n);
+      EXPECT_NEAR(s1, s0, 1e-5 * s0);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(e1[i], e0[i], 1e-6 * (1 + e0[i])) << i;
+    }
+  }
+}
+
+// n values of `type` (F32, F16 or Q8_0) made from x.
+std::vector<uint8_t> ToRow(TensorType type, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> row(quant::RowBytes(type, n));
+  if (type == TensorType::kF32) {
+    std::memcpy(row.data(), x.data(), n * sizeof(float));
+  } else {
+    quant::ReferenceOps(type)->quantize_row(x.data(), row.data(), n);
+  }
+  return row;
+}
+
+TEST(KernelsTest, AttnScoresAndAccumulateMatchReference) {
+  const AttnOps& r = ForIsa(Isa::kScalar)->attn;
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0}) {
+    for (int64_t n : {32, 64, 128, 40, 12}) {
+      if (type == TensorType::kQ8_0 && n % 32 != 0) continue;
+      for (int64_t nq : {1, 3, 4, 9}) {
+        for (int64_t nk : {1, 2, 7, 33}) {
+          SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " n=" + std::to_string(n) +
+                       " nq=" + std::to_string(nq) + " nk=" + std::to_string(nk));
+          const int64_t ldq = n + 3, lds = nk + 5, ldo = n + 1;
+          std::vector<float> q = Random(nq * ldq, 40 + n);
+          std::vector<std::vector<uint8_t>> rows;
+          std::vector<const void*> ptrs;
+          for (int64_t j = 0; j < nk; ++j) rows.push_back(ToRow(type, Random(n, 100 + j)));
+          for (const auto& row : rows) ptrs.push_back(row.data());
+          std::vector<float> s0(nq * lds, -1.0f), o0 = Random(nq * ldo, 50);
+          r.scores(type, n, q.data(), ldq, nq, ptrs.data(), nk, s0.data(), lds);
+          std::vector<float> p = s0;  // any weights will do; scores are at hand
+          r.accumulate(type, n, p.data(), lds, nq, ptrs.data(), nk, o0.data(), ldo);
+          for (const KernelTable* t : Available()) {
+            SCOPED_TRACE(IsaName(t->isa));
+            std::vector<float> s1(nq * lds, -1.0f), o1 = Random(nq * ldo, 50);
+            t->attn.scores(type, n, q.data(), ldq, nq, ptrs.data(), nk, s1.data(), lds);
+            for (int64_t i = 0; i < nq; ++i) {
+              for (int64_t j = 0; j < lds; ++j) {
+                ASSERT_NEAR(s1[i * lds + j], s0[i * lds + j], 1e-4 * std::sqrt(n)) << i << "," << j;
+              }
+            }
+            t->attn.accumulate(type, n, p.data(), lds, nq, ptrs.data(), nk, o1.data(), ldo);
+            for (int64_t i = 0; i < nq * ldo; ++i) {
+              ASSERT_NEAR(o1[i], o0[i], 1e-4 * std::sqrt(n * nk) * (1 + std::fabs(o0[i]))) << i;
+            }
+          }
+        }
       }
     }
   }

@@ -1,4 +1,5 @@
-// The scalar kernel table: the quant reference for dot products and plain C++ float ops.
+// The scalar kernel table: the quant reference for dot products and plain C++ float and
+// attention ops.
 #include <cmath>
 
 #include "kernels/internal.h"
@@ -65,6 +66,56 @@ void CopyF32(const float* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] = src[i];
 }
 
+void Fp32ToFp16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::Fp32ToFp16(x[i]);
+}
+
+void Fp16ToFp32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::Fp16ToFp32(x[i]);
+}
+
+float ExpSum(const float* x, float m, float* y, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = std::exp(x[i] - m);
+    sum += y[i];
+  }
+  return static_cast<float>(sum);
+}
+
+// Element i of a cache row of `type` (F32, F16 or Q8_0).
+inline float RowAt(TensorType type, const void* row, int64_t i) {
+  switch (type) {
+    case TensorType::kF16: return quant::Fp16ToFp32(static_cast<const uint16_t*>(row)[i]);
+    case TensorType::kQ8_0: {
+      const quant::BlockQ8_0& b = static_cast<const quant::BlockQ8_0*>(row)[i / quant::kQK];
+      return quant::Fp16ToFp32(b.d) * b.qs[i % quant::kQK];
+    }
+    default: return static_cast<const float*>(row)[i];
+  }
+}
+
+void AttnScores(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t nq,
+                const void* const* rows, int64_t nk, float* s, int64_t lds) {
+  for (int64_t j = 0; j < nk; ++j) {
+    for (int64_t i = 0; i < nq; ++i) {
+      double sum = 0;
+      for (int64_t e = 0; e < n; ++e) sum += static_cast<double>(q[i * ldq + e]) * RowAt(type, rows[j], e);
+      s[i * lds + j] = static_cast<float>(sum);
+    }
+  }
+}
+
+void AttnAccumulate(TensorType type, int64_t n, const float* p, int64_t ldp, int64_t no,
+                    const void* const* rows, int64_t nv, float* o, int64_t ldo) {
+  for (int64_t j = 0; j < nv; ++j) {
+    for (int64_t i = 0; i < no; ++i) {
+      const float w = p[i * ldp + j];
+      for (int64_t e = 0; e < n; ++e) o[i * ldo + e] += w * RowAt(type, rows[j], e);
+    }
+  }
+}
+
 // Multi-row dot through the reference single-row dot of the given type.
 void MultiViaTable(const KernelTable& t, TensorType type, int64_t n, const void* w, const void* a,
                    size_t a_stride, int na, float* out) {
@@ -100,6 +151,7 @@ void FillScalar(KernelTable* t) {
     t->quantize_act[static_cast<uint32_t>(a)] = quant::ReferenceOps(a)->quantize_row;
   }
   t->f = FloatOps{RmsNorm, Softmax, SiluMul, Add, Scale, Dot, Axpy, Rope};
+  t->attn = AttnOps{Fp32ToFp16, Fp16ToFp32, ExpSum, AttnScores, AttnAccumulate};
 }
 
 }  // namespace tandem::kernels::internal

@@ -349,6 +349,100 @@ void DotK4(int64_t n, const void* w, const void* a, size_t stride, float* out) {
   for (int r = 0; r < NA; ++r) out[r] = Hsum(_mm256_sub_ps(accd[r], accm[r]));
 }
 
+#ifdef TANDEM_X86_VNNI
+// Q4_K / Q5_K with 512-bit vectors (AVX-512 BW + VNNI). Each 32-byte group k of nibbles holds
+// sub-block 2k in its low nibbles and 2k+1 in its high nibbles, i.e. 64 consecutive elements:
+// broadcast to both 256-bit halves and shifted right by 0 / 4 per half, it lines up with one
+// 64-byte load of the activations. The 6-bit scales are unpacked once per super-block (scalar,
+// off the vector ports) and spread with one byte shuffle per group; the mins are taken out
+// through the activation block sums.
+template <bool kFive, int NA>
+void DotK4Wide(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = NA == 1 ? 2 : 1;
+  const int64_t nb = n / quant::kQKK;
+  __m512 accd[NA];
+  __m256 accm[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) accd[r] = _mm512_setzero_ps(), accm[r] = _mm256_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  // Scale spreads: int16 lanes = scale byte 2k (low half) / 2k + 1 (high half), zero-extended
+  // (0x80 in a shuffle index gives a zero byte).
+  __m512i spread[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    spread[k] = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set1_epi16(static_cast<short>(0x8000 | (2 * k)))),
+        _mm256_set1_epi16(static_cast<short>(0x8000 | (2 * k + 1))), 1);
+  }
+  // Mins for the 16 block sums: int16 lane l = min byte l / 2.
+  const __m256i mspread = _mm256_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128,
+                                           3, -128, 3, -128, 4, -128, 4, -128, 5, -128, 5, -128,
+                                           6, -128, 6, -128, 7, -128, 7, -128);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* scales;
+    const uint8_t* qs;
+    __m512i hv;
+    uint32_t dd;  // d, dmin as fp16
+    if constexpr (kFive) {
+      const BlockQ5_K& b = static_cast<const BlockQ5_K*>(w)[i];
+      scales = b.scales, qs = b.qs;
+      hv = _mm512_broadcast_i64x4(Load256(b.qh));
+      std::memcpy(&dd, &b.d, 4);
+    } else {
+      const BlockQ4_K& b = static_cast<const BlockQ4_K*>(w)[i];
+      scales = b.scales, qs = b.qs;
+      std::memcpy(&dd, &b.d, 4);
+    }
+    uint64_t sc, mn;
+    UnpackK4(scales, &sc, &mn);
+    const __m512i scv = _mm512_set1_epi64(static_cast<long long>(sc));
+    const __m256i mnv =
+        _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(mn)), mspread);
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));  // d, dmin
+    __m512i acci[NA][S];
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r)
+      for (int s = 0; s < S; ++s) acci[r][s] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m512i q = _mm512_and_si512(
+          _mm512_srlv_epi16(_mm512_broadcast_i64x4(Load256(qs + 32 * k)), shift), low4);
+      if constexpr (kFive) {
+        // Fifth bits: bit 2k (low half) / 2k + 1 (high half) of each qh byte.
+        const __m512i bit = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * k)))),
+            _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
+        q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hv, bit), q, _mm512_set1_epi8(0x10));
+      }
+      const __m512i s16 = _mm512_shuffle_epi8(scv, spread[k]);
+#pragma GCC unroll 8
+      for (int r = 0; r < NA; ++r) {
+        const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+        __m512i& ac = acci[r][k % S];
+        const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y.qs + 64 * k));
+        ac = _mm512_dpwssd_epi32(ac, p, s16);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+      __m512i t = acci[r][0];
+      for (int s = 1; s < S; ++s) t = _mm512_add_epi32(t, acci[r][s]);
+      const __m128 f = _mm_mul_ps(dm, _mm_set1_ps(y.d));  // d * y.d, dmin * y.d
+      const __m256i m = _mm256_madd_epi16(Load256(y.bsums), mnv);
+      accd[r] = _mm512_fmadd_ps(_mm512_broadcastss_ps(f), _mm512_cvtepi32_ps(t), accd[r]);
+      accm[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(m),
+                                accm[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) {
+    out[r] = _mm512_reduce_add_ps(accd[r]) - Hsum(accm[r]);
+  }
+}
+#endif  // TANDEM_X86_VNNI
+
 // Q6_K: x = d*sc*(u - 32), u six bits, int8 sc per 16 elements.
 template <int NA>
 void DotQ6K(int64_t n, const void* w, const void* a, size_t stride, float* out) {
@@ -598,8 +692,13 @@ TANDEM_X86_KERNEL(KQ4_1, (DotAffine<false, NA>))
 TANDEM_X86_KERNEL(KQ5_1, (DotAffine<true, NA>))
 TANDEM_X86_KERNEL(KQ2_K, DotQ2K<NA>)
 TANDEM_X86_KERNEL(KQ3_K, DotQ3K<NA>)
+#ifdef TANDEM_X86_VNNI
+TANDEM_X86_KERNEL(KQ4_K, (DotK4Wide<false, NA>))
+TANDEM_X86_KERNEL(KQ5_K, (DotK4Wide<true, NA>))
+#else
 TANDEM_X86_KERNEL(KQ4_K, (DotK4<false, NA>))
 TANDEM_X86_KERNEL(KQ5_K, (DotK4<true, NA>))
+#endif
 TANDEM_X86_KERNEL(KQ6_K, DotQ6K<NA>)
 #undef TANDEM_X86_KERNEL
 

@@ -2,21 +2,45 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tandem::model {
 
 using kernels::MatMul;
 using quant::TensorType;
 
+namespace {
+
+// Query rows (tokens x heads of one KV head) per attention tile, cells per flash block, and the
+// most score floats a thread holds for the standard algorithm (its tiles shrink to fit).
+constexpr int64_t kTileRows = 64;
+constexpr int64_t kFlashBlock = 32;
+constexpr int64_t kStandardScoreFloats = int64_t{1} << 20;
+
+ContextOptions Checked(const ModelParams& p, const ContextOptions& o) {
+  if (CheckContextOptions(p, o).ok()) return o;
+  ContextOptions f16 = o;
+  f16.type_k = f16.type_v = TensorType::kF16;
+  return f16;
+}
+
+}  // namespace
+
+Status CheckContextOptions(const ModelParams& params, const ContextOptions& options) {
+  return CheckKvCacheTypes(options.type_k, options.type_v, params.head_dim);
+}
+
 Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer_begin,
-                 int64_t layer_end)
+                 int64_t layer_end, const ContextOptions& options)
     : model_(model),
       p_(model.params()),
+      options_(Checked(model.params(), options)),
       k_(kernels::Best()),
       layer_begin_(layer_begin),
       layer_end_(layer_end < 0 ? model.params().n_layer : layer_end),
       pool_(n_threads),
-      cache_(layer_end_ - layer_begin_, n_ctx, model.params().kv_dim()) {
+      cache_(layer_end_ - layer_begin_, n_ctx, model.params().kv_dim(), options_.type_k,
+             options_.type_v) {
   const int64_t half = p_.head_dim / 2;
   rope_inv_freq_.resize(half);
   for (int64_t i = 0; i < half; ++i) {
@@ -25,8 +49,30 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
     rope_inv_freq_[i] = static_cast<float>(f / p_.rope_scale);
   }
   rope_cs_.resize(p_.head_dim);
-  scores_.resize(static_cast<size_t>(n_threads) * n_ctx);
-  vacc_.resize(static_cast<size_t>(n_threads) * p_.head_dim);
+
+  // Attention scratch per thread, sized once (a decode step allocates nothing).
+  const int64_t group = p_.n_head / p_.n_head_kv;
+  tile_tokens_ = std::max<int64_t>(1, kTileRows / group);
+  if (options_.flash_attn) {
+    tile_rows_ = tile_tokens_ * group;
+    score_floats_ = tile_rows_ * kFlashBlock;
+    row_ptrs_ = kFlashBlock;
+  } else {
+    tile_tokens_ = std::clamp<int64_t>(kStandardScoreFloats / (group * n_ctx), 1, tile_tokens_);
+    tile_rows_ = tile_tokens_ * group;
+    score_floats_ = tile_rows_ * n_ctx;
+    row_ptrs_ = n_ctx;
+  }
+  const size_t nt = static_cast<size_t>(n_threads);
+  att_q_.resize(nt * tile_rows_ * p_.head_dim);
+  att_o_.resize(nt * tile_rows_ * p_.head_dim);
+  att_s_.resize(nt * score_floats_);
+  att_m_.resize(nt * tile_rows_);
+  att_l_.resize(nt * tile_rows_);
+  att_kp_.resize(nt * row_ptrs_);
+  att_vp_.resize(nt * row_ptrs_);
+  seq_cells_.resize(n_ctx);
+  seq_pos_.resize(n_ctx);
 }
 
 void Context::Reserve(int64_t n) {
@@ -42,6 +88,11 @@ void Context::Reserve(int64_t n) {
   gate_.resize(n * p_.n_ff);
   up_.resize(n * p_.n_ff);
   cells_.resize(n);
+  plan_seqs_.reserve(n);
+  seq_begin_.reserve(n + 1);
+  tok_order_.resize(n);
+  tok_len_.resize(n);
+  tiles_.reserve(n);
 }
 
 Status Context::Embed(const Batch& b) {
@@ -85,6 +136,7 @@ Status Context::Forward(const Batch& b, const float* hidden_in) {
       return st;
     }
   }
+  PlanAttention(b);
   for (int64_t il = layer_begin_; il < layer_end_; ++il) Layer(il, b, cells_.data());
   n_logits_ = 0;
   if (is_last()) Head(b);
@@ -105,6 +157,13 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   mm(w.wq, xn_.data(), n, q_.data());
   mm(w.wk, xn_.data(), n, k_buf_.data());
   mm(w.wv, xn_.data(), n, v_buf_.data());
+  auto store = [&](TensorType type, const float* x, uint8_t* row) {
+    switch (type) {
+      case TensorType::kF16: k_.attn.fp32_to_fp16(x, reinterpret_cast<uint16_t*>(row), kvd); break;
+      case TensorType::kQ8_0: k_.quantize_act[static_cast<uint32_t>(type)](x, row, kvd); break;
+      default: std::memcpy(row, x, kvd * sizeof(float)); break;
+    }
+  };
   const int64_t half = D / 2;
   std::vector<float>& cs = rope_cs_;  // cos[half], sin[half] for one position
   for (int64_t t = 0; t < n; ++t) {
@@ -128,13 +187,9 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
     const bool halves = p_.rope_order == RopeOrder::kHalves;
     for (int64_t h = 0; h < p_.n_head; ++h) f.rope(q + h * D, D, cs.data(), cs.data() + half, halves);
     for (int64_t h = 0; h < p_.n_head_kv; ++h) f.rope(k + h * D, D, cs.data(), cs.data() + half, halves);
-    // Store K and V in the cache as F16.
-    uint16_t* kc = cache_.k(il - layer_begin_, cells[t]);
-    uint16_t* vc = cache_.v(il - layer_begin_, cells[t]);
-    for (int64_t i = 0; i < kvd; ++i) {
-      kc[i] = quant::Fp32ToFp16(k[i]);
-      vc[i] = quant::Fp32ToFp16(v[i]);
-    }
+    // Store K and V in the cache in its types.
+    store(cache_.type_k(), k, cache_.k(il - layer_begin_, cells[t]));
+    store(cache_.type_v(), v, cache_.v(il - layer_begin_, cells[t]));
   }
   Attention(il, b, n);
   mm(w.wo, att_.data(), n, xn_.data());
@@ -149,46 +204,156 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   for (int64_t t = 0; t < n; ++t) f.add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
 }
 
-// Each (token, head) pair attends over the cells of its sequence at positions <= its own.
-void Context::Attention(int64_t il, const Batch& b, int64_t n) {
-  const int64_t D = p_.head_dim, qd = p_.q_dim();
-  const int64_t group = p_.n_head / p_.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+// Lists the cells of each sequence of the batch by position (a token attends to the prefix of
+// its sequence's list at positions <= its own) and cuts the batch's tokens into tiles.
+void Context::PlanAttention(const Batch& b) {
+  const int64_t n = b.size();
+  plan_seqs_.assign(b.seq.begin(), b.seq.end());
+  std::sort(plan_seqs_.begin(), plan_seqs_.end());
+  plan_seqs_.erase(std::unique(plan_seqs_.begin(), plan_seqs_.end()), plan_seqs_.end());
+  const int64_t ns = static_cast<int64_t>(plan_seqs_.size());
+  auto index_of = [&](int32_t seq) -> int64_t {
+    if (ns == 1) return plan_seqs_[0] == seq ? 0 : -1;
+    const auto it = std::lower_bound(plan_seqs_.begin(), plan_seqs_.end(), seq);
+    return it != plan_seqs_.end() && *it == seq ? it - plan_seqs_.begin() : -1;
+  };
+  // Counting sort of the cells by sequence, then each sequence's cells by position.
+  seq_begin_.assign(ns + 1, 0);
   const int64_t high = cache_.high_water();
-  const kernels::TypeKernels& f16 = k_.of(TensorType::kF16);
+  for (int64_t c = 0; c < high; ++c) {
+    if (cache_.seq_of(c) < 0) continue;
+    const int64_t k = index_of(cache_.seq_of(c));
+    if (k >= 0) ++seq_begin_[k + 1];
+  }
+  for (int64_t k = 0; k < ns; ++k) seq_begin_[k + 1] += seq_begin_[k];
+  for (int64_t c = 0, k = 0; c < high; ++c) {  // one cursor per sequence: seq_begin_ itself,
+    if (cache_.seq_of(c) < 0) continue;         // shifted down by one slot and restored below
+    if ((k = index_of(cache_.seq_of(c))) >= 0) seq_cells_[seq_begin_[k]++] = c;
+  }
+  for (int64_t k = ns; k > 0; --k) seq_begin_[k] = seq_begin_[k - 1];
+  seq_begin_[0] = 0;
+  for (int64_t k = 0; k < ns; ++k) {
+    int64_t* first = &seq_cells_[seq_begin_[k]];
+    int64_t* last = &seq_cells_[seq_begin_[k + 1]];
+    std::sort(first, last, [&](int64_t x, int64_t y) {
+      return cache_.pos_of(x) != cache_.pos_of(y) ? cache_.pos_of(x) < cache_.pos_of(y) : x < y;
+    });
+    for (int64_t* c = first; c != last; ++c) seq_pos_[c - seq_cells_.data()] = cache_.pos_of(*c);
+  }
+  // Tokens by (sequence, position); each attends to the cells of its sequence up to its position.
+  for (int64_t t = 0; t < n; ++t) tok_order_[t] = t;
+  std::sort(tok_order_.begin(), tok_order_.begin() + n, [&](int64_t x, int64_t y) {
+    if (b.seq[x] != b.seq[y]) return b.seq[x] < b.seq[y];
+    return b.pos[x] != b.pos[y] ? b.pos[x] < b.pos[y] : x < y;
+  });
+  tiles_.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = tok_order_[i], k = index_of(b.seq[t]);
+    const int32_t* pos = seq_pos_.data();
+    tok_len_[t] = std::upper_bound(pos + seq_begin_[k], pos + seq_begin_[k + 1], b.pos[t]) -
+                  (pos + seq_begin_[k]);
+    if (tiles_.empty() || tiles_.back().seq != k || tiles_.back().end - tiles_.back().begin == tile_tokens_) {
+      tiles_.push_back({k, i, i});
+    }
+    ++tiles_.back().end;
+  }
+}
+
+// Jobs are (tile, KV head) pairs, taken by the threads from a shared counter, the tiles latest in
+// their sequence (the most cells) first.
+void Context::Attention(int64_t il, const Batch&, int64_t) {
+  const int64_t n_kv = p_.n_head_kv;
+  const int64_t n_tiles = static_cast<int64_t>(tiles_.size()), n_jobs = n_tiles * n_kv;
   const int64_t layer = il - layer_begin_;
-  pool_.Run([&](int th, int nth) {
-    float* scores = &scores_[static_cast<size_t>(th) * cache_.n_ctx()];
-    float* acc = &vacc_[static_cast<size_t>(th) * D];
-    const Range r = SplitRange(n * p_.n_head, th, nth);
-    for (int64_t job = r.begin; job < r.end; ++job) {
-      const int64_t t = job / p_.n_head, h = job % p_.n_head, kvh = h / group;
-      const float* q = &q_[t * qd + h * D];
-      int64_t m = 0;
-      float mx = -INFINITY;
-      for (int64_t c = 0; c < high; ++c) {
-        if (cache_.seq_of(c) != b.seq[t] || cache_.pos_of(c) > b.pos[t]) {
-          continue;
-        }
-        const float s = f16.vec_dot(D, cache_.k(layer, c) + kvh * D, q) * scale;
-        scores[c] = s;
-        mx = std::max(mx, s);
-        ++m;
-      }
-      for (int64_t i = 0; i < D; ++i) acc[i] = 0;
-      double sum = 0;
-      for (int64_t c = 0; c < high; ++c) {
-        if (cache_.seq_of(c) != b.seq[t] || cache_.pos_of(c) > b.pos[t]) continue;
-        const float e = std::exp(scores[c] - mx);
-        sum += e;
-        const uint16_t* v = cache_.v(layer, c) + kvh * D;
-        for (int64_t i = 0; i < D; ++i) acc[i] += e * quant::Fp16ToFp32(v[i]);
-      }
-      float* out = &att_[t * qd + h * D];
-      const float inv = m > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-      for (int64_t i = 0; i < D; ++i) out[i] = acc[i] * inv;
+  next_job_.store(0, std::memory_order_relaxed);
+  pool_.Run([&](int th, int) {
+    for (int64_t job; (job = next_job_.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
+      AttendTile(th, layer, tiles_[n_tiles - 1 - job / n_kv], job % n_kv);
     }
   });
+}
+
+// One tile's query rows (token-major: row ti * group + g is head kvh * group + g of the tile's
+// token ti) against the cells of its sequence. Tokens ascend by position, so each token's
+// prefix of cells is at least as long as the previous token's.
+void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
+  const kernels::FloatOps& f = k_.f;
+  const kernels::AttnOps& a = k_.attn;
+  const int64_t D = p_.head_dim, qd = p_.q_dim(), group = p_.n_head / p_.n_head_kv;
+  const int64_t nt = tile.end - tile.begin, rows = nt * group;
+  float* q = &att_q_[th * tile_rows_ * D];
+  float* o = &att_o_[th * tile_rows_ * D];
+  float* s = &att_s_[th * score_floats_];
+  const void** kp = &att_kp_[th * row_ptrs_];
+  const void** vp = &att_vp_[th * row_ptrs_];
+  const int64_t* cells = &seq_cells_[seq_begin_[tile.seq]];
+  const TensorType tk = cache_.type_k(), tv = cache_.type_v();
+  const size_t k_off = quant::RowBytes(tk, kvh * D), v_off = quant::RowBytes(tv, kvh * D);
+  auto len = [&](int64_t ti) { return tok_len_[tok_order_[tile.begin + ti]]; };
+  auto point = [&](int64_t j0, int64_t nb) {  // row pointers of cells [j0, j0 + nb)
+    for (int64_t j = 0; j < nb; ++j) {
+      kp[j] = cache_.k(layer, cells[j0 + j]) + k_off;
+      vp[j] = cache_.v(layer, cells[j0 + j]) + v_off;
+    }
+  };
+  // Queries, scaled by 1/sqrt(head_dim) here rather than every score later.
+  for (int64_t ti = 0; ti < nt; ++ti) {
+    const int64_t t = tok_order_[tile.begin + ti];
+    std::memcpy(q + ti * group * D, &q_[t * qd + kvh * group * D], group * D * sizeof(float));
+  }
+  f.scale(q, 1.0f / std::sqrt(static_cast<float>(D)), rows * D);
+  std::fill(o, o + rows * D, 0.0f);
+  const int64_t n_max = len(nt - 1);
+
+  if (!options_.flash_attn) {
+    // Standard: all scores of the tile, a softmax per row over its prefix, then the V sum.
+    point(0, n_max);
+    a.scores(tk, D, q, D, rows, kp, n_max, s, n_max);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = s + r * n_max;
+      const int64_t n = len(r / group);
+      if (n > 0) f.softmax(row, n);
+      std::fill(row + n, row + n_max, 0.0f);
+    }
+    a.accumulate(tv, D, s, n_max, rows, vp, n_max, o, D);
+  } else {
+    // Flash: blocks of cells; per row a running max m and sum l of exp(score - m), the
+    // accumulated V rescaled by exp(m_old - m_new) whenever m grows.
+    float* m = &att_m_[th * tile_rows_];
+    float* l = &att_l_[th * tile_rows_];
+    std::fill(m, m + rows, -INFINITY);
+    std::fill(l, l + rows, 0.0f);
+    int64_t t0 = 0;  // first token whose prefix reaches the block
+    for (int64_t j0 = 0; j0 < n_max; j0 += kFlashBlock) {
+      const int64_t nb = std::min(kFlashBlock, n_max - j0);
+      while (len(t0) <= j0) ++t0;
+      const int64_t r0 = t0 * group;
+      point(j0, nb);
+      a.scores(tk, D, q + r0 * D, D, rows - r0, kp, nb, s, kFlashBlock);
+      for (int64_t r = r0; r < rows; ++r) {
+        float* row = s + (r - r0) * kFlashBlock;
+        const int64_t v = std::min(nb, len(r / group) - j0);
+        float mx = row[0];
+        for (int64_t j = 1; j < v; ++j) mx = std::max(mx, row[j]);
+        if (mx > m[r]) {
+          if (m[r] != -INFINITY) {
+            const float c = std::exp(m[r] - mx);
+            l[r] *= c;
+            f.scale(o + r * D, c, D);
+          }
+          m[r] = mx;
+        }
+        l[r] += a.exp_sum(row, m[r], row, v);
+        std::fill(row + v, row + nb, 0.0f);
+      }
+      a.accumulate(tv, D, s, kFlashBlock, rows - r0, vp, nb, o + r0 * D, D);
+    }
+    for (int64_t r = 0; r < rows; ++r) f.scale(o + r * D, l[r] > 0 ? 1.0f / l[r] : 0.0f, D);
+  }
+  for (int64_t ti = 0; ti < nt; ++ti) {
+    const int64_t t = tok_order_[tile.begin + ti];
+    std::memcpy(&att_[t * qd + kvh * group * D], o + ti * group * D, group * D * sizeof(float));
+  }
 }
 
 void Context::Head(const Batch& b) {

@@ -9,10 +9,20 @@
 // the cache, attention of each token over the cache cells of its sequence at positions <= its
 // own, output projection and residual; RMSNorm, SwiGLU feed-forward and residual.
 //
+// Attention works on tiles: a few tokens of one sequence (consecutive by position) times all
+// the query heads that share one KV head (GQA), so every K and V row read serves many queries.
+// Once per batch the cells of each of its sequences are listed in position order; a token
+// attends to a prefix of its sequence's list. Two algorithms, chosen by ContextOptions:
+// standard computes each query row's scores over its whole prefix, softmaxes them and sums the
+// V rows; flash (llama.cpp's -fa) goes over the prefix in blocks of cells with an online
+// softmax (running max and sum, the accumulator rescaled when the max grows), so no score row is
+// ever held whole. Both take F16, F32 or Q8_0 KV caches.
+//
 // Thread safety: one Forward call at a time per Context. Buffers are allocated for the largest
 // batch seen and then reused: a decode step allocates nothing once warm.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -42,11 +52,23 @@ struct Batch {
   }
 };
 
+struct ContextOptions {
+  bool flash_attn = false;  // flash attention (see above) instead of the standard algorithm
+  quant::TensorType type_k = quant::TensorType::kF16;  // KV cache types: F16, F32 or Q8_0
+  quant::TensorType type_v = quant::TensorType::kF16;
+};
+
+// Ok if a Context of `model` can use `options` (InvalidArgument saying why not otherwise).
+Status CheckContextOptions(const ModelParams& params, const ContextOptions& options);
+
 class Context {
  public:
-  // `n_ctx` cells of KV cache for layers [layer_begin, layer_end).
+  // `n_ctx` cells of KV cache for layers [layer_begin, layer_end). Options that
+  // CheckContextOptions rejects fall back to an F16 cache.
   Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer_begin = 0,
-          int64_t layer_end = -1);
+          int64_t layer_end = -1, const ContextOptions& options = ContextOptions());
+  Context(const Model& model, int64_t n_ctx, int n_threads, const ContextOptions& options)
+      : Context(model, n_ctx, n_threads, 0, -1, options) {}
 
   // The whole model (the range must be [0, n_layer)): embeds, runs every layer and the head.
   // Logits of the tokens marked in the batch, one row of n_vocab each, in batch order, are in
@@ -71,16 +93,25 @@ class Context {
 
   KvCache& cache() { return cache_; }
   ThreadPool& pool() { return pool_; }
+  const ContextOptions& options() const { return options_; }
 
  private:
+  // Tokens tok_order_[begin, end) of plan sequence `seq`, ascending by position.
+  struct Tile {
+    int64_t seq, begin, end;
+  };
+
   Status Embed(const Batch& batch);
   void Layer(int64_t il, const Batch& batch, const int64_t* cells);
+  void PlanAttention(const Batch& batch);
   void Attention(int64_t il, const Batch& batch, int64_t n);
+  void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh);
   void Head(const Batch& batch);
   void Reserve(int64_t n);
 
   const Model& model_;
   const ModelParams& p_;
+  const ContextOptions options_;
   const kernels::KernelTable& k_;
   int64_t layer_begin_, layer_end_;
   ThreadPool pool_;
@@ -92,9 +123,23 @@ class Context {
   // Activations for up to `reserved_` tokens.
   int64_t reserved_ = 0;
   std::vector<float> x_, xn_, q_, k_buf_, v_buf_, att_, gate_, up_, tmp_;
-  std::vector<float> scores_;  // per thread: [n_ctx]
-  std::vector<float> vacc_;    // per thread: [head_dim]
   std::vector<int64_t> cells_;
+
+  // Attention plan of the batch (PlanAttention), shared by every layer.
+  std::vector<int32_t> plan_seqs_;   // the batch's distinct sequences, ascending
+  std::vector<int64_t> seq_begin_;   // [plan_seqs_ + 1]: each one's cells in seq_cells_
+  std::vector<int64_t> seq_cells_;   // cells of each plan sequence, by position
+  std::vector<int32_t> seq_pos_;     // their positions
+  std::vector<int64_t> tok_order_;   // batch tokens by (sequence, position)
+  std::vector<int64_t> tok_len_;     // per token: how many of its sequence's cells it attends to
+  std::vector<Tile> tiles_;
+  int64_t tile_tokens_ = 1;          // tokens per tile
+  std::atomic<int64_t> next_job_{0};
+  // Per thread: a tile's queries and outputs [tile rows][head_dim], scores, softmax max and
+  // sum per row, and the K and V row pointers of the cells being read.
+  int64_t tile_rows_ = 0, score_floats_ = 0, row_ptrs_ = 0;
+  std::vector<float> att_q_, att_o_, att_s_, att_m_, att_l_;
+  std::vector<const void*> att_kp_, att_vp_;
   std::vector<float> logits_;
   int64_t n_logits_ = 0;
 };

@@ -1,0 +1,261 @@
+// x86 attention kernels (the AttnOps of kernels.h), shared by kernels_avx2.cc and
+// kernels_avx512.cc like x86_common.h, whose helpers (Exp, Hsum, H2F) they use. Internal to
+// src/kernels; everything sits in the unnamed namespace of x86_common.h's namespace, so each
+// including file compiles its own copy with its own flags.
+//
+// Rows of keys and values are F32, F16 or Q8_0 and are given by pointer. A Rows<T> reader loads
+// 8 consecutive values of a row as floats; Q8_0 values are scaled by their block's d once per
+// block.
+//
+// scores: a tile of 4 query rows x 2 key rows keeps 8 dot-product accumulators in registers
+// (each key vector is converted once for 4 queries), reduced horizontally together at the end.
+// accumulate: a tile of 4 output rows x 16 columns stays in registers over all value rows; each
+// value vector is converted once for 4 output rows (outer-product form, no horizontal sums).
+#pragma once
+
+#include "kernels/x86_common.h"
+
+namespace tandem::kernels::x86 {
+namespace {
+
+template <TensorType T>
+struct Rows;
+
+template <>
+struct Rows<TensorType::kF32> {
+  static constexpr bool kScaled = false;
+  static __m256 Load8(const void* r, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(r) + i); }
+  static float At(const void* r, int64_t i) { return static_cast<const float*>(r)[i]; }
+  static __m256 Scale(const void*, int64_t) { return _mm256_set1_ps(1.0f); }
+};
+
+template <>
+struct Rows<TensorType::kF16> {
+  static constexpr bool kScaled = false;
+  static __m256 Load8(const void* r, int64_t i) {
+    return _mm256_cvtph_ps(Load128(static_cast<const uint16_t*>(r) + i));
+  }
+  static float At(const void* r, int64_t i) { return H2F(static_cast<const uint16_t*>(r)[i]); }
+  static __m256 Scale(const void*, int64_t) { return _mm256_set1_ps(1.0f); }
+};
+
+template <>
+struct Rows<TensorType::kQ8_0> {
+  static constexpr bool kScaled = true;  // Load8 gives the integers; multiply by Scale
+  static __m256 Load8(const void* r, int64_t i) {
+    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / quant::kQK];
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + i % quant::kQK));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+  }
+  static float At(const void* r, int64_t i) {
+    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / quant::kQK];
+    return H2F(b.d) * b.qs[i % quant::kQK];
+  }
+  // The scale of the block holding element i.
+  static __m256 Scale(const void* r, int64_t i) {
+    return _mm256_set1_ps(H2F(static_cast<const BlockQ8_0*>(r)[i / quant::kQK].d));
+  }
+};
+
+// Lane l of the result = sum of the 8 lanes of v[l].
+inline __m256 Hsum8x8(const __m256* v) {
+  const __m256 h01 = _mm256_hadd_ps(v[0], v[1]), h23 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 h45 = _mm256_hadd_ps(v[4], v[5]), h67 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 a = _mm256_hadd_ps(h01, h23), b = _mm256_hadd_ps(h45, h67);
+  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+// QR query rows x KR key rows of scores.
+template <TensorType T, int QR, int KR>
+inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const* rows, float* s,
+                      int64_t lds) {
+  using R = Rows<T>;
+  __m256 acc[QR * KR];
+#pragma GCC unroll 8
+  for (int a = 0; a < QR * KR; ++a) acc[a] = _mm256_setzero_ps();
+  int64_t i = 0;
+  if constexpr (R::kScaled) {
+    for (; i + quant::kQK <= n; i += quant::kQK) {
+      __m256 d[KR];
+#pragma GCC unroll 4
+      for (int k = 0; k < KR; ++k) d[k] = R::Scale(rows[k], i);
+#pragma GCC unroll 4
+      for (int u = 0; u < quant::kQK; u += 8) {
+        __m256 qv[QR];
+#pragma GCC unroll 4
+        for (int r = 0; r < QR; ++r) qv[r] = _mm256_loadu_ps(q + r * ldq + i + u);
+#pragma GCC unroll 4
+        for (int k = 0; k < KR; ++k) {
+          const __m256 kv = _mm256_mul_ps(R::Load8(rows[k], i + u), d[k]);
+#pragma GCC unroll 4
+          for (int r = 0; r < QR; ++r) acc[r * KR + k] = _mm256_fmadd_ps(qv[r], kv, acc[r * KR + k]);
+        }
+      }
+    }
+  } else {
+    for (; i + 8 <= n; i += 8) {
+      __m256 qv[QR];
+#pragma GCC unroll 4
+      for (int r = 0; r < QR; ++r) qv[r] = _mm256_loadu_ps(q + r * ldq + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < KR; ++k) {
+        const __m256 kv = R::Load8(rows[k], i);
+#pragma GCC unroll 4
+        for (int r = 0; r < QR; ++r) acc[r * KR + k] = _mm256_fmadd_ps(qv[r], kv, acc[r * KR + k]);
+      }
+    }
+  }
+  float out[8 * ((QR * KR + 7) / 8)];
+  if constexpr (QR * KR == 8) {
+    _mm256_storeu_ps(out, Hsum8x8(acc));
+  } else {
+    for (int a = 0; a < QR * KR; ++a) out[a] = Hsum(acc[a]);
+  }
+  for (int r = 0; r < QR; ++r) {
+    for (int k = 0; k < KR; ++k) {
+      float v = out[r * KR + k];
+      for (int64_t e = i; e < n; ++e) v += q[r * ldq + e] * R::At(rows[k], e);
+      s[r * lds + k] = v;
+    }
+  }
+}
+
+template <TensorType T, int KR>
+inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
+                         float* s, int64_t lds) {
+  int64_t r = 0;
+  for (; r + 4 <= nq; r += 4) ScoreTile<T, 4, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
+  switch (nq - r) {
+    case 3: ScoreTile<T, 3, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds); break;
+    case 2: ScoreTile<T, 2, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds); break;
+    case 1: ScoreTile<T, 1, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds); break;
+    default: break;
+  }
+}
+
+template <TensorType T>
+void ScoresT(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
+             int64_t nk, float* s, int64_t lds) {
+  int64_t j = 0;
+  for (; j + 2 <= nk; j += 2) ScoreColumns<T, 2>(n, q, ldq, nq, rows + j, s + j, lds);
+  if (j < nk) ScoreColumns<T, 1>(n, q, ldq, nq, rows + j, s + j, lds);
+}
+
+void AttnScores(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t nq,
+                const void* const* rows, int64_t nk, float* s, int64_t lds) {
+  switch (type) {
+    case TensorType::kF16: return ScoresT<TensorType::kF16>(n, q, ldq, nq, rows, nk, s, lds);
+    case TensorType::kQ8_0: return ScoresT<TensorType::kQ8_0>(n, q, ldq, nq, rows, nk, s, lds);
+    default: return ScoresT<TensorType::kF32>(n, q, ldq, nq, rows, nk, s, lds);
+  }
+}
+
+// OR output rows x 8*NV columns starting at column c, over all nv value rows.
+template <TensorType T, int OR, int NV>
+inline void AccTile(int64_t c, const float* p, int64_t ldp, const void* const* rows, int64_t nv,
+                    float* o, int64_t ldo) {
+  using R = Rows<T>;
+  __m256 acc[OR][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < OR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_loadu_ps(o + r * ldo + c + 8 * v);
+  for (int64_t j = 0; j < nv; ++j) {
+    __m256 x[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) x[v] = R::Load8(rows[j], c + 8 * v);
+    if constexpr (R::kScaled) {
+      const __m256 d = R::Scale(rows[j], c);  // c is a multiple of 16: one block
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) x[v] = _mm256_mul_ps(x[v], d);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < OR; ++r) {
+      const __m256 w = _mm256_broadcast_ss(p + r * ldp + j);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(w, x[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < OR; ++r)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(o + r * ldo + c + 8 * v, acc[r][v]);
+}
+
+template <TensorType T, int NV>
+inline void AccColumns(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows,
+                       int64_t nv, float* o, int64_t ldo) {
+  int64_t r = 0;
+  for (; r + 4 <= no; r += 4) AccTile<T, 4, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+  switch (no - r) {
+    case 3: AccTile<T, 3, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo); break;
+    case 2: AccTile<T, 2, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo); break;
+    case 1: AccTile<T, 1, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo); break;
+    default: break;
+  }
+}
+
+template <TensorType T>
+void AccumulateT(int64_t n, const float* p, int64_t ldp, int64_t no, const void* const* rows,
+                 int64_t nv, float* o, int64_t ldo) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) AccColumns<T, 2>(c, p, ldp, no, rows, nv, o, ldo);
+  if (c + 8 <= n) {
+    AccColumns<T, 1>(c, p, ldp, no, rows, nv, o, ldo);
+    c += 8;
+  }
+  for (; c < n; ++c) {  // F32 / F16 rows whose length is not a multiple of 8
+    for (int64_t r = 0; r < no; ++r) {
+      float v = o[r * ldo + c];
+      for (int64_t j = 0; j < nv; ++j) v += p[r * ldp + j] * Rows<T>::At(rows[j], c);
+      o[r * ldo + c] = v;
+    }
+  }
+}
+
+void AttnAccumulate(TensorType type, int64_t n, const float* p, int64_t ldp, int64_t no,
+                    const void* const* rows, int64_t nv, float* o, int64_t ldo) {
+  switch (type) {
+    case TensorType::kF16: return AccumulateT<TensorType::kF16>(n, p, ldp, no, rows, nv, o, ldo);
+    case TensorType::kQ8_0: return AccumulateT<TensorType::kQ8_0>(n, p, ldp, no, rows, nv, o, ldo);
+    default: return AccumulateT<TensorType::kF32>(n, p, ldp, no, rows, nv, o, ldo);
+  }
+}
+
+void Fp32ToFp16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = F2H(x[i]);
+}
+
+void Fp16ToFp32(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(Load128(x + i)));
+  for (; i < n; ++i) y[i] = H2F(x[i]);
+}
+
+float ExpSum(const float* x, float m, float* y, int64_t n) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(y + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  float s = Hsum(sum);
+  for (; i < n; ++i) {
+    y[i] = std::exp(x[i] - m);
+    s += y[i];
+  }
+  return s;
+}
+
+// Fills the AttnOps (the caller has filled the rest of the table).
+inline void FillAttention(KernelTable* t) {
+  t->attn = AttnOps{Fp32ToFp16, Fp16ToFp32, ExpSum, AttnScores, AttnAccumulate};
+}
+
+}  // namespace
+}  // namespace tandem::kernels::x86

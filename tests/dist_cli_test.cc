@@ -1,0 +1,189 @@
+// Multi-process tests of `tandem worker` and the pipeline: real processes on loopback.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "linkemu/link_emulator.h"
+#include "net/socket.h"
+#include "process_support.h"
+#include "test_support.h"
+
+namespace tandem::testing {
+namespace {
+
+std::string ModelPath(const char* name) {
+  return (SharedDir() / "reference/models" / name).string();
+}
+
+std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
+
+TEST(DistCliTest, LogitsWithOneTwoThreeWorkersEqualTheSingleNode) {
+  const std::string model = ModelPath("tiny-q4_k_m.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  const std::vector<std::string> base = {"logits", "-m", model, "-p", "Hello world, this is tandem", "--greedy", "6", "-t", "1"};
+  RunResult single = RunTandem(base);
+  ASSERT_EQ(single.code, 0) << single.err;
+  const nlohmann::json want = nlohmann::json::parse(single.out);
+  for (int nw = 1; nw <= 3; ++nw) {
+    SCOPED_TRACE(nw);
+    std::vector<std::unique_ptr<Process>> workers;
+    std::vector<std::string> args = base;
+    for (int i = 0; i < nw; ++i) {
+      int port = 0;
+      workers.push_back(StartWorker({}, &port));
+      ASSERT_NE(port, 0) << workers.back()->err();
+      args.push_back("--worker");
+      args.push_back(Addr(port));
+    }
+    RunResult r = RunTandem(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json got = nlohmann::json::parse(r.out);
+    EXPECT_EQ(got["greedy"], want["greedy"]);
+    EXPECT_EQ(got["prompt_tokens"], want["prompt_tokens"]);
+    EXPECT_EQ(got["logits"], want["logits"]) << "logits differ from the single-node run";
+    EXPECT_NE(r.err.find("placement"), std::string::npos) << r.err;  // the plan is printed
+  }
+}
+
+TEST(DistCliTest, GreedyRunEqualsTheSingleNodeText) {
+  const std::string model = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  const std::vector<std::string> base = {"run", "-m", model, "-p", "Once upon a time", "-n", "60", "--temp", "0", "-t", "1"};
+  RunResult single = RunTandem(base);
+  ASSERT_EQ(single.code, 0) << single.err;
+  int p1 = 0, p2 = 0;
+  auto w1 = StartWorker({}, &p1);
+  auto w2 = StartWorker({}, &p2);
+  ASSERT_TRUE(p1 && p2);
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--worker", Addr(p1), "--worker", Addr(p2)});
+  RunResult r = RunTandem(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, single.out);
+  // Seeded sampling gives the same text as one node too (the sampler runs on the last stage).
+  std::vector<std::string> seeded = {"run", "-m", model, "-p", "Once upon a time", "-n", "40", "--temp", "0.9", "-s", "7", "-t", "1"};
+  RunResult s1 = RunTandem(seeded);
+  seeded.insert(seeded.end(), {"--worker", Addr(p1), "--worker", Addr(p2)});
+  RunResult s2 = RunTandem(seeded);
+  ASSERT_EQ(s1.code, 0);
+  ASSERT_EQ(s2.code, 0) << s2.err;
+  EXPECT_EQ(s1.out, s2.out);
+}
+
+TEST(DistCliTest, KilledWorkerGivesACleanErrorNamingItWithinThreeSeconds) {
+  const std::string model = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  int p1 = 0, p2 = 0;
+  auto w1 = StartWorker({}, &p1);
+  auto w2 = StartWorker({}, &p2);
+  ASSERT_TRUE(p1 && p2);
+  // Each hop 20 ms slower, so that generation lasts seconds and the kill lands mid-way.
+  linkemu::LinkConfig slow;
+  slow.delay_ms = 20;
+  auto e1 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p1, slow);
+  auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
+               "--worker", Addr((*e1)->port()), "--worker", Addr((*e2)->port())});
+  ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();  // text is streaming
+  const auto t0 = std::chrono::steady_clock::now();
+  w2->Kill(SIGKILL);
+  ASSERT_TRUE(run.Wait(10)) << "the main node hangs after a worker died";
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 3.0);
+  EXPECT_EQ(run.exit_code(), 1);
+  const std::string err = run.err();
+  EXPECT_NE(err.find("worker " + Addr((*e2)->port())), std::string::npos) << err;
+  // The surviving worker frees the session and serves a new client.
+  RunResult again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1)});
+  for (int i = 0; i < 20 && again.code != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1)});
+  }
+  EXPECT_EQ(again.code, 0) << again.err;
+}
+
+TEST(DistCliTest, StalledLinkIsDetectedWithinThreeSeconds) {
+  const std::string model = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  int p1 = 0, p2 = 0;
+  auto w1 = StartWorker({}, &p1);
+  auto w2 = StartWorker({}, &p2);
+  ASSERT_TRUE(p1 && p2);
+  linkemu::LinkConfig slow;
+  slow.delay_ms = 20;
+  auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
+  ASSERT_TRUE(e2.ok());
+  Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
+               "--worker", Addr(p1), "--worker", Addr((*e2)->port())});
+  ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();
+  const auto t0 = std::chrono::steady_clock::now();
+  (*e2)->Stall(true);  // both links to worker 2 go silent, the processes stay up
+  ASSERT_TRUE(run.Wait(10)) << "the main node hangs on a silent link";
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 3.5);
+  EXPECT_EQ(run.exit_code(), 1);
+  EXPECT_NE(run.err().find("worker"), std::string::npos) << run.err();
+  (*e2)->Stall(false);
+}
+
+TEST(DistCliTest, WorkerSurvivesGarbageThenServesARealClient) {
+  const std::string model = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  int port = 0;
+  auto w = StartWorker({}, &port);
+  ASSERT_NE(port, 0);
+  std::mt19937 rng(5);
+  for (int round = 0; round < 20; ++round) {
+    Result<net::Socket> s = net::Socket::Connect("127.0.0.1", static_cast<uint16_t>(port), 2000);
+    ASSERT_TRUE(s.ok());
+    std::vector<uint8_t> junk(1 + rng() % 4000);
+    for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
+    if (round % 4 == 0) {  // a valid-looking header announcing a huge frame
+      const uint32_t n = 0x7fffffff;
+      std::memcpy(junk.data(), &n, std::min<size_t>(4, junk.size()));
+    }
+    (void)s->SendAll(junk);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(w->running()) << w->err();
+  RunResult r = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(port)});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(w->err().find("rejected connection"), std::string::npos) << w->err();
+}
+
+TEST(DistCliTest, WrongKeyIsRefusedAndTheRightKeyWorks) {
+  const std::string model = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  const std::string dir = ::testing::TempDir();
+  const std::string k1 = dir + "tandem_key1." + std::to_string(getpid()), k2 = dir + "tandem_key2." + std::to_string(getpid());
+  std::ofstream(k1) << "correct horse battery staple 1\n";
+  std::ofstream(k2) << "correct horse battery staple 2\n";
+  int port = 0;
+  auto w = StartWorker({"--auth-key-file", k1}, &port);
+  ASSERT_NE(port, 0) << w->err();
+  RunResult bad = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port), "--auth-key-file", k2});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("wrong key"), std::string::npos) << bad.err;
+  RunResult none = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port)});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("requires a key"), std::string::npos) << none.err;
+  RunResult good = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port), "--auth-key-file", k1});
+  EXPECT_EQ(good.code, 0) << good.err;
+  std::remove(k1.c_str());
+  std::remove(k2.c_str());
+}
+
+TEST(DistCliTest, WorkerRefusesAPublicAddressWithoutAKey) {
+  RunResult r = RunTandem({"worker", "--host", "0.0.0.0", "--port", "0"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--auth-key-file"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tandem::testing
