@@ -270,7 +270,10 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
     for (const auto& l : m.loaded) if (!l) return false;
     return true;
   }));
-  for (size_t i = 0; i < nw; ++i) m.Log(m.StageName(i) + ": ready, weights from " + m.loaded[i]->source);
+  for (size_t i = 0; i < nw; ++i) {
+    m.Log(m.StageName(i) + ": ready, weights from " + m.loaded[i]->source + " (" +
+          std::to_string(m.loaded[i]->bytes_received) + " weight bytes received over the network)");
+  }
   for (size_t i = 0; i + 1 < nw; ++i) {
     m.conns[i]->Send(MsgType::kLinkNext, net::LinkNext{addrs[i + 1].first, addrs[i + 1].second});
   }

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# dist_bench.sh TANDEM_BIN MODEL LINKEMU_BIN: the distributed acceptance figures, side by side in
+# one run on this machine (all nodes on loopback):
+#   1. tg: one node vs main + 2 workers (2 threads each)
+#   2. tg with the link emulator adding one-way delay d on every hop (d = 1 ms, 5 ms)
+#   3. pp512: one node pinned to one core vs two stages pinned to different cores (1 thread each)
+#   4. a restarted worker with a local model: weight bytes received (the counter)
+# Prints the bench tables and the per-token breakdowns; the summary lines start with "==".
+set -euo pipefail
+bin=$1 model=$2 linkemu=$3
+tg=${TG:-64} reps=${REPS:-3}
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+start_worker() {  # NAME [taskset args...] -> sets port_NAME
+  local name=$1; shift
+  "$@" "$bin" worker --port 0 -t "${WT:-2}" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  for _ in $(seq 200); do grep -q "listening on" "$tmp/$name.out" 2>/dev/null && break; sleep 0.05; done
+  local port
+  port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1)
+  eval "port_$name=$port"
+}
+start_proxy() {  # NAME TARGET_PORT DELAY_MS -> sets proxy_NAME
+  local name=$1 target=$2 delay=$3
+  mkfifo "$tmp/$name.ctl"
+  "$linkemu" --listen 127.0.0.1:0 --target "127.0.0.1:$target" --delay-ms "$delay" <"$tmp/$name.ctl" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  exec {fd}>"$tmp/$name.ctl"  # keep the control pipe open
+  for _ in $(seq 200); do grep -q "listening on" "$tmp/$name.out" 2>/dev/null && break; sleep 0.05; done
+  local port
+  port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1)
+  eval "proxy_$name=$port"
+}
+tg_rate() { python3 -c 'import json,sys; d=json.load(sys.stdin); print([r for r in d if r["test"].startswith(sys.argv[1])][0]["tokens_per_s"])' "$1"; }
+
+echo "== machine: $(nproc) cores; model $(basename "$model"); tg$tg, $reps repetitions (mean)"
+"$bin" bench -m "$model" -p 0 -n "$tg" -r "$reps" -t 2 --json >"$tmp/single.json"
+single=$(tg_rate tg <"$tmp/single.json")
+start_worker a
+start_worker b
+"$bin" bench -m "$model" -p 0 -n "$tg" -r "$reps" -t 2 --json --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" 2>"$tmp/two.err" >"$tmp/two.json"
+two=$(tg_rate tg <"$tmp/two.json")
+python3 - "$single" "$two" <<'PY'
+import sys
+s, t = map(float, sys.argv[1:])
+print(f"== tg single node {s:.2f} t/s ({1000/s:.2f} ms/token); main + 2 workers {t:.2f} t/s ({1000/t:.2f} ms/token); ratio {t/s:.3f}")
+PY
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("   breakdown:", json.dumps(d[0].get("per_token")))' "$tmp/two.json"
+grep -h "weight bytes received" "$tmp/two.err" | sed 's/^/   /'
+
+for d in 1 5; do
+  start_proxy "pa$d" "$port_a" "$d"
+  start_proxy "pb$d" "$port_b" "$d"
+  pa=proxy_pa$d pb=proxy_pb$d
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r "$reps" -t 2 --json --worker "127.0.0.1:${!pa}" --worker "127.0.0.1:${!pb}" 2>/dev/null >"$tmp/d$d.json"
+  r=$(tg_rate tg <"$tmp/d$d.json")
+  python3 - "$single" "$r" "$d" <<'PY'
+import sys
+s, r, d = map(float, sys.argv[1:])
+base, got = 1000/s, 1000/r
+bound = base + 3*d + 2
+print(f"== delay {d:.0f} ms per hop (3 hops): {got:.2f} ms/token; bound single + 3d + 2 = {bound:.2f} ms; added {got-base:.2f} ms -> {'PASS' if got <= bound else 'FAIL'}")
+PY
+done
+
+# Pipelined prompt: pinned cores, one thread per stage.
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+taskset -c 0 "$bin" bench -m "$model" -p 512 -n 0 -r "$reps" -t 1 --json >"$tmp/pp1.json"
+WT=1 start_worker c taskset -c 1
+taskset -c 0 "$bin" bench -m "$model" -p 512 -n 0 -r "$reps" -t 1 --json --ubatch-size "${UB:-32}" --worker "127.0.0.1:$port_c" 2>/dev/null >"$tmp/pp2.json"
+p1=$(tg_rate pp <"$tmp/pp1.json"); p2=$(tg_rate pp <"$tmp/pp2.json")
+python3 - "$p1" "$p2" <<'PY'
+import sys
+a, b = map(float, sys.argv[1:])
+print(f"== pp512 one node on one core {a:.2f} t/s; two stages on two cores {b:.2f} t/s; speed-up {b/a:.2f}x")
+PY
