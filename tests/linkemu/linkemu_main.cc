@@ -133,6 +133,10 @@ int Run(const std::string& listen, const std::string& target, const LinkConfig& 
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   if (pthread_sigmask(SIG_BLOCK, &sigs, nullptr) != 0) return fail("cannot block signals");
+  // A shell starts background commands with SIGINT ignored, and an ignored signal never reaches
+  // the signalfd: restore the default so `kill -INT` works (blocked, so it cannot kill us).
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   const int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
   if (sfd < 0) return fail(std::string("signalfd: ") + std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill us
