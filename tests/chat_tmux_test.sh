@@ -32,6 +32,8 @@ wait_for_prompts() {  # wait_for_prompts N: until N prompt lines are on screen, 
   echo "FAIL: fewer than $1 prompts on screen:"; tmux capture-pane -p -t "$session"; exit 1
 }
 wait_for_prompts 2  # the first reply (up to 200 tokens) is done
+tmux send-keys -t "$session" C-c  # Ctrl-C at the prompt: a fresh prompt, the program goes on
+wait_for_prompts 3
 tmux send-keys -t "$session" "Tell me a story." Enter
 wait_for "Tell me a story."
 # Ctrl-C right after sending (during the reply, or at the prompt if the reply was quicker):

@@ -61,7 +61,11 @@ void RegisterChat(CLI::App& app, int* exit_code) {
     }
     std::vector<tokenizer::ChatMessage> history;
     if (!a->system.empty()) history.push_back({"system", a->system});
-    std::signal(SIGINT, OnInterrupt);
+    // No SA_RESTART: a Ctrl-C at the prompt interrupts the read, so a fresh prompt can be shown.
+    struct sigaction sa = {};
+    sa.sa_handler = OnInterrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
     std::fprintf(stderr, "chat template: %s. Type /exit to quit; Ctrl-C stops a reply.\n",
                  std::string(tokenizer::ChatTemplateName(*tmpl)).c_str());
     std::string line;
@@ -70,7 +74,9 @@ void RegisterChat(CLI::App& app, int* exit_code) {
       std::fflush(stdout);
       if (!std::getline(std::cin, line)) {
         if (g_interrupted != 0) {  // Ctrl-C at the prompt: a fresh prompt, not an exit
+          clearerr(stdin);  // the interrupted read left stdin's error flag set
           std::cin.clear();
+          g_interrupted = 0;
           continue;
         }
         break;  // end of input
