@@ -79,3 +79,18 @@ import sys
 a, b = map(float, sys.argv[1:])
 print(f"== pp512 one node on one core {a:.2f} t/s; two stages on two cores {b:.2f} t/s; speed-up {b/a:.2f}x")
 PY
+
+# A worker without the file: the first start receives its layers, a restarted one reads its cache.
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+for run in first restarted; do
+  start_worker "cache_$run" env
+  kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'
+  "$bin" worker --port "$(eval echo \$port_cache_$run)" -t 2 --cache-dir "$tmp/cache" --no-main-path >"$tmp/cw.out" 2>"$tmp/cw.err" &
+  pids+=($!)
+  sleep 1.5
+  "$bin" bench -m "$model" -p 0 -n 4 -r 1 -t 2 --worker "127.0.0.1:$(eval echo \$port_cache_$run)" 2>"$tmp/c_$run.err" >/dev/null
+  echo "== $run worker with --cache-dir: $(grep -h 'weight bytes received' "$tmp/c_$run.err" | sed 's/.*(\(.*\))/\1/')"
+  kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'
+done

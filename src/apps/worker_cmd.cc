@@ -32,6 +32,11 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
   cmd->add_option("--mem", a->mem_mb, "Memory this worker may use, MiB (default: what is available)");
   cmd->add_option("-m,--model", a->o.model_path, "Local copy of the model file");
   cmd->add_option("--models-dir", a->o.models_dir, "Folder searched for the model by content");
+  cmd->add_option("--cache-dir", a->o.cache_dir,
+                  "Keep weights received from the main node here (content-verified), so the next "
+                  "start moves none");
+  cmd->add_flag("--no-main-path{false}", a->o.use_main_path,
+                "Never open the main node's own path, even when it exists on this machine");
   cmd->add_option("--auth-key-file", a->key_file, "Pre-shared key file (the same on every node)");
   cmd->add_flag("--insecure", a->o.insecure, "Allow a non-loopback address without a key");
   cmd->callback([a, exit_code] {

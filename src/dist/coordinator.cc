@@ -49,6 +49,7 @@ struct Coordinator::Impl {
   bool pending_clear = false;  // the next Run tells every stage to drop all sequences
   uint64_t next_request = 0;
   std::thread pinger;
+  std::vector<std::thread> streamers;  // weights to workers without a copy
 
   model::Batch sub;
   net::Forward fwd;
@@ -125,6 +126,12 @@ struct Coordinator::Impl {
         cv.notify_all();
         return;
       }
+      case MsgType::kNeedWeights: {
+        std::lock_guard<std::mutex> lock(mu);
+        if (closing) return;
+        streamers.emplace_back([this, i] { StreamWeights(i); });
+        return;
+      }
       case MsgType::kLinked: {
         std::lock_guard<std::mutex> lock(mu);
         linked[i] = true;
@@ -154,6 +161,51 @@ struct Coordinator::Impl {
     }
   }
 
+  // Sends worker i the bytes of its stage, paced by its send queue, then their digest.
+  void StreamWeights(size_t i) {
+    const Stage& s = plan.stages[i + 1];
+    const gguf::GgufFile& f = model->file();
+    const std::vector<ByteRange> ranges = StageRanges(f, s.layer_begin, s.layer_end, i + 2 == plan.stages.size());
+    const gguf::TensorInfo& t0 = f.tensors().front();
+    const uint8_t* base = t0.data - t0.file_offset;  // the whole file is mapped
+    const uint64_t total = TotalBytes(ranges);
+    constexpr uint64_t kChunk = 4u << 20;
+    Log(StageName(i) + ": has no copy of the model; sending its " + std::to_string(total >> 20) + " MiB");
+    Hasher h;
+    uint64_t sent = 0;
+    int shown = 0;
+    net::WeightsChunk c;
+    for (const ByteRange& r : ranges) {
+      for (uint64_t off = 0; off < r.size; off += kChunk) {
+        for (;;) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (closing || failure) return;
+          }
+          if (conns[i]->closed()) return;
+          if (conns[i]->queued_bytes() < (32u << 20)) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        const uint64_t n = std::min(kChunk, r.size - off);
+        c.offset = r.offset + off;
+        c.total = total;
+        c.bytes.assign(base + c.offset, base + c.offset + n);
+        h.Update(c.bytes.data(), n);
+        conns[i]->Send(MsgType::kWeightsChunk, c);
+        sent += n;
+        const int pct = static_cast<int>(100 * sent / total);
+        if (pct >= shown + 25) {
+          shown = pct - pct % 25;
+          char line[256];
+          std::snprintf(line, sizeof line, "%s: sent %d%% (%.1f of %.1f MiB)", StageName(i).c_str(), pct,
+                        sent / 1048576.0, total / 1048576.0);
+          Log(line);
+        }
+      }
+    }
+    conns[i]->Send(MsgType::kWeightsDone, net::WeightsDone{h.Final()});
+  }
+
   void PingLoop() {
     uint64_t n = 0;
     std::unique_lock<std::mutex> lock(mu);
@@ -176,6 +228,7 @@ Coordinator::~Coordinator() {
   }
   m.cv.notify_all();
   if (m.pinger.joinable()) m.pinger.join();
+  for (std::thread& t : m.streamers) t.join();
   for (auto& c : m.conns) c->Close();
   for (auto& c : m.conns) c->Join();
 }
@@ -262,6 +315,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
     lm.layer_end = static_cast<uint32_t>(s.layer_end);
     lm.n_ctx = static_cast<uint32_t>(m.n_ctx);
     lm.flash_attn = o.context.flash_attn;
+    lm.last_stage = i + 1 == nw;
     lm.cache_k = o.context.type_k == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
     lm.cache_v = o.context.type_v == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
     m.conns[i]->Send(MsgType::kLoadModel, lm);

@@ -2,6 +2,8 @@
 
 #include <sodium.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -66,6 +68,139 @@ Result<std::string> FindModel(const ModelId& want, const std::vector<std::string
   return Status::NotFound("no local copy of the model (size " + std::to_string(want.file_size) +
                           ", header digest " + want.Hex() + ")" +
                           (tried.empty() ? std::string(": nothing to try (give -m or --models-dir)") : ", tried:" + tried));
+}
+
+}  // namespace tandem::dist
+
+namespace tandem::dist {
+namespace {
+
+std::string FullHex(const uint8_t* p, size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += kHex[p[i] >> 4];
+    s += kHex[p[i] & 15];
+  }
+  return s;
+}
+
+// Hashes `ranges` of the file at `path` (which must be at least `size` bytes).
+Result<net::Digest> DigestRanges(const std::string& path, const std::vector<ByteRange>& ranges) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot read " + path);
+  Hasher h;
+  std::vector<char> buf(1 << 20);
+  for (const ByteRange& r : ranges) {
+    in.seekg(static_cast<std::streamoff>(r.offset));
+    for (uint64_t done = 0; done < r.size;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), r.size - done));
+      if (!in.read(buf.data(), static_cast<std::streamsize>(want))) return Status::IOError("cannot read " + path);
+      h.Update(reinterpret_cast<const uint8_t*>(buf.data()), want);
+      done += want;
+    }
+  }
+  return h.Final();
+}
+
+}  // namespace
+
+static_assert(sizeof(crypto_generichash_state) <= 384);
+
+Hasher::Hasher() {
+  (void)sodium_init();
+  crypto_generichash_init(reinterpret_cast<crypto_generichash_state*>(state_), nullptr, 0, 32);
+}
+void Hasher::Update(const uint8_t* p, size_t n) {
+  crypto_generichash_update(reinterpret_cast<crypto_generichash_state*>(state_), p, n);
+}
+net::Digest Hasher::Final() {
+  net::Digest d;
+  crypto_generichash_final(reinterpret_cast<crypto_generichash_state*>(state_), d.data(), d.size());
+  return d;
+}
+
+std::vector<ByteRange> StageRanges(const gguf::GgufFile& f, int64_t b, int64_t e, bool last) {
+  std::vector<ByteRange> out;
+  out.push_back({0, f.data_offset()});
+  const bool tied = f.FindTensor("output.weight") == nullptr;
+  std::vector<const gguf::TensorInfo*> ts;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    int64_t layer = -1;
+    bool want;
+    if (std::sscanf(t.name.c_str(), "blk.%ld.", &layer) == 1) {
+      want = layer >= b && layer < e;
+    } else if (t.name == "token_embd.weight") {
+      want = last && tied;  // the first stage is the main node, which has the file
+    } else if (t.name == "output.weight" || t.name == "output_norm.weight") {
+      want = last;
+    } else {
+      want = true;  // small extras every stage may need (rope_freqs)
+    }
+    if (want && t.n_bytes > 0) ts.push_back(&t);
+  }
+  std::sort(ts.begin(), ts.end(), [](auto* x, auto* y) { return x->file_offset < y->file_offset; });
+  for (const gguf::TensorInfo* t : ts) out.push_back({t->file_offset, t->n_bytes});
+  return out;
+}
+
+uint64_t TotalBytes(const std::vector<ByteRange>& ranges) {
+  uint64_t n = 0;
+  for (const ByteRange& r : ranges) n += r.size;
+  return n;
+}
+
+std::string WeightCache::FinalPath(const ModelId& id, int64_t b, int64_t e, bool last) const {
+  return dir_ + "/" + FullHex(id.digest.data(), id.digest.size()) + "-" + std::to_string(id.file_size) +
+         "-L" + std::to_string(b) + "-" + std::to_string(e) + (last ? "-head" : "") + ".gguf";
+}
+
+std::string WeightCache::TempPath(const ModelId& id, int64_t b, int64_t e, bool last) const {
+  return FinalPath(id, b, e, last) + ".partial";
+}
+
+Result<std::string> WeightCache::Find(const ModelId& id, int64_t b, int64_t e, bool last) const {
+  std::error_code ec;
+  if (dir_.empty() || !std::filesystem::is_directory(dir_, ec)) return Status::NotFound("no cache");
+  const std::string prefix = FullHex(id.digest.data(), id.digest.size()) + "-" + std::to_string(id.file_size) + "-L";
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || entry.path().extension() != ".gguf") continue;
+    long cb = -1, ce = -1;
+    char tail[16] = {};
+    if (std::sscanf(name.c_str() + prefix.size(), "%ld-%ld%15s", &cb, &ce, tail) < 2) continue;
+    const bool has_head = std::string(tail).rfind("-head", 0) == 0;
+    if (cb > b || ce < e || (last && !has_head)) continue;
+    // Verify: the digest of the ranges this copy was made of.
+    const std::string path = entry.path().string();
+    std::ifstream d(path + ".b2");
+    std::string want_hex;
+    d >> want_hex;
+    Result<gguf::GgufFile> f = gguf::GgufFile::Open(path);
+    bool good = false;
+    if (f.ok()) {
+      Result<net::Digest> got = DigestRanges(path, StageRanges(*f, cb, ce, has_head));
+      good = got.ok() && FullHex(got->data(), got->size()) == want_hex;
+    }
+    if (good) return path;
+    std::filesystem::remove(path, ec);
+    std::filesystem::remove(path + ".b2", ec);
+  }
+  return Status::NotFound("no cached copy");
+}
+
+Status WeightCache::Commit(const std::string& temp, const ModelId& id, int64_t b, int64_t e, bool last,
+                           const net::Digest& digest) const {
+  const std::string final_path = FinalPath(id, b, e, last);
+  std::error_code ec;
+  {
+    std::ofstream d(final_path + ".b2", std::ios::trunc);
+    d << FullHex(digest.data(), digest.size()) << "\n";
+    if (!d) return Status::IOError("cannot write " + final_path + ".b2");
+  }
+  std::filesystem::rename(temp, final_path, ec);
+  if (ec) return Status::IOError("cannot move " + temp + " into place: " + ec.message());
+  return Status::Ok();
 }
 
 }  // namespace tandem::dist

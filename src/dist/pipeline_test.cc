@@ -2,7 +2,10 @@
 // the results compared with the whole model on one node.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "dist/coordinator.h"
@@ -21,8 +24,10 @@ std::string Model(const char* name) {
 struct TestWorker {
   std::unique_ptr<Worker> w;
   std::thread t;
-  explicit TestWorker(std::optional<net::Key> key = std::nullopt) {
+  explicit TestWorker(std::optional<net::Key> key = std::nullopt, std::string cache_dir = "") {
     WorkerOptions o;
+    o.cache_dir = cache_dir;
+    o.use_main_path = cache_dir.empty();
     o.port = 0;
     o.threads = 1;
     o.key = key;
@@ -172,6 +177,85 @@ TEST(PipelineTest, ClearAndTruncateTravelWithTheData) {
   // The overflow is a clear error naming the context, no hang.
   ASSERT_FALSE(dist_overflow.ok());
   EXPECT_NE(dist_overflow.message().find("context is full"), std::string::npos) << dist_overflow.ToString();
+}
+
+TEST(PipelineTest, WorkerWithoutTheFileReceivesItsLayersOnceAndThenUsesTheCache) {
+  const std::string path = Model("tiny-q4_k_m.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  std::vector<float> want_logits;
+  std::vector<int32_t> want_tokens;
+  {
+    LocalExecutor local(*m, 64, 1, 5);
+    RunAll(local, &want_logits, &want_tokens);
+  }
+  const std::string cache = ::testing::TempDir() + "tandem_cache_" + std::to_string(getpid());
+  std::filesystem::remove_all(cache);
+  TestWorker w1(std::nullopt, cache + "/a"), w2(std::nullopt, cache + "/b");
+  ClusterOptions o;
+  o.workers = {w1.addr(), w2.addr()};
+  o.n_ctx = 64;
+  o.threads = 1;
+  o.ubatch = 5;
+  o.log = [](const std::string&) {};
+  uint64_t first_bytes = 0;
+  for (int start = 0; start < 3; ++start) {
+    SCOPED_TRACE(start);
+    if (start == 2) {
+      // A corrupted cache entry is detected (digest) and replaced by a fresh transfer.
+      for (const auto& e : std::filesystem::directory_iterator(cache + "/b")) {
+        if (e.path().extension() != ".gguf") continue;
+        std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(e.path()) - 100));
+        f.put('\x5a');
+      }
+    }
+    Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const uint64_t moved = (*c)->weight_bytes_received();
+    if (start == 0) {
+      first_bytes = moved;
+      EXPECT_GT(moved, 0u);
+      EXPECT_LT(moved, std::filesystem::file_size(path));  // only the workers' layers
+    } else if (start == 1) {
+      EXPECT_EQ(moved, 0u) << "a restarted worker with a cached copy moves no weights";
+    } else {
+      EXPECT_GT(moved, 0u);
+      EXPECT_LT(moved, first_bytes);  // only worker b's share was sent again
+    }
+    std::vector<float> got_logits;
+    std::vector<int32_t> got_tokens;
+    RunAll(**c, &got_logits, &got_tokens);
+    EXPECT_EQ(got_tokens, want_tokens);
+    EXPECT_EQ(got_logits, want_logits);
+    c->reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // workers free the session
+  }
+  std::filesystem::remove_all(cache);
+}
+
+TEST(PipelineTest, WorkerWithoutTheFileOrACacheSaysWhatToDo) {
+  const std::string path = Model("stories260K.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  WorkerOptions wo;
+  wo.port = 0;
+  wo.use_main_path = false;
+  wo.log = [](const std::string&) {};
+  Result<std::unique_ptr<Worker>> w = Worker::Start(wo);
+  ASSERT_TRUE(w.ok());
+  std::thread t([&] { (*w)->Serve(); });
+  ClusterOptions o;
+  o.workers = {"127.0.0.1:" + std::to_string((*w)->port())};
+  o.n_ctx = 16;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("--cache-dir"), std::string::npos) << c.status().ToString();
+  (*w)->Stop();
+  t.join();
 }
 
 TEST(PipelineTest, BusyWorkerRefusesASecondController) {

@@ -1,6 +1,11 @@
 #include "dist/worker.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include <chrono>
 #include <condition_variable>
@@ -219,6 +224,10 @@ class Session {
       }
       case MsgType::kEndSession:
         return Shutdown("the controller ended the session");
+      case MsgType::kWeightsChunk:
+        return OnWeightsChunk(p);
+      case MsgType::kWeightsDone:
+        return OnWeightsDone(p);
       case MsgType::kLoadModel: {
         Result<net::LoadModel> m = net::LoadModel::Decode(p);
         if (!m.ok()) return ProtocolError(peer_, m.status().message());
@@ -313,14 +322,30 @@ class Session {
     if (model_) return Status::InvalidArgument("the session already has a model");
     ModelId want{m.header_digest, m.file_size};
     Result<std::string> path = FindModel(want, {w_->o.model_path}, w_->o.models_dir);
-    if (!path.ok()) {
+    std::string source;
+    uint64_t received = 0;
+    if (!path.ok() && w_->o.use_main_path) {
       Result<std::string> same_machine = FindModel(want, {m.model_path}, "");
-      if (!same_machine.ok()) {
-        return Status::NotFound(path.status().message() +
-                                "\n(sending weights to a worker is not implemented yet: copy " +
-                                m.model_name + " to this machine and give -m or --models-dir)");
+      if (same_machine.ok()) path = std::move(same_machine);
+    }
+    if (path.ok()) {
+      source = "local file " + *path;
+    } else if (w_->o.cache_dir.empty()) {
+      return Status::NotFound(path.status().message() +
+                              "\n(start the worker with --cache-dir DIR to receive the weights from "
+                              "the main node once, or copy " + m.model_name + " here and give -m)");
+    } else {
+      WeightCache cache(w_->o.cache_dir);
+      Result<std::string> cached = cache.Find(want, m.layer_begin, m.layer_end, m.last_stage);
+      if (cached.ok()) {
+        path = *cached;
+        source = "cache " + *path;
+      } else {
+        TANDEM_ASSIGN_OR_RETURN(std::string got, Receive(cache, want, m));
+        path = got;
+        received = recv_bytes_;
+        source = "the main node, now cached in " + got;
       }
-      path = std::move(same_machine);
     }
     Result<model::Model> model = model::Model::Load(*path);
     if (!model.ok()) return model.status();
@@ -377,10 +402,102 @@ class Session {
     w_->Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
             std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
             " MiB weights, " + std::to_string(kv_bytes >> 20) + " MiB KV cache, " +
-            std::to_string(threads) + " threads)");
-    net::Loaded loaded{total, kv_bytes, 0, "local file " + *path};
+            std::to_string(threads) + " threads, weights from " + source + ")");
+    net::Loaded loaded{total, kv_bytes, received, source};
     ctl->Send(MsgType::kLoaded, loaded);
     return Status::Ok();
+  }
+
+  // Asks the controller for this stage's bytes of the model file and writes them at their
+  // offsets into a sparse copy in the cache (on the reader thread, see OnWeights*); returns the
+  // copy's path once the digest of everything received matches the controller's.
+  Result<std::string> Receive(const WeightCache& cache, const ModelId& id, const net::LoadModel& m) {
+    std::error_code ec;
+    std::filesystem::create_directories(w_->o.cache_dir, ec);
+    const std::string temp = cache.TempPath(id, m.layer_begin, m.layer_end, m.last_stage);
+    const int fd = ::open(temp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::IOError("cannot create " + temp + ": " + std::strerror(errno));
+    if (::ftruncate(fd, static_cast<off_t>(id.file_size)) != 0) {
+      ::close(fd);
+      return Status::IOError("cannot size " + temp + ": " + std::strerror(errno));
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      recv_fd_ = fd;
+      recv_size_ = id.file_size;
+      recv_bytes_ = 0;
+      recv_hash_ = std::make_unique<Hasher>();
+      recv_state_ = kReceiving;
+      recv_progress_ = Clock::now();
+    }
+    w_->Log("no local copy of " + m.model_name + ": receiving layers " + std::to_string(m.layer_begin) +
+            ".." + std::to_string(m.layer_end - 1) + " from " + peer_);
+    Get(&ctl_)->Send(MsgType::kNeedWeights, net::Empty{});
+    net::Digest digest;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return finished_ || recv_state_ == kReceived || recv_state_ == kFailed; });
+      ::close(recv_fd_);
+      recv_fd_ = -1;
+      if (finished_ || recv_state_ != kReceived) {
+        std::filesystem::remove(temp, ec);
+        return Status::IOError(finished_ ? "session ended while receiving weights" : recv_error_);
+      }
+      digest = recv_digest_;
+    }
+    TANDEM_RETURN_IF_ERROR(cache.Commit(temp, id, m.layer_begin, m.layer_end, m.last_stage, digest));
+    return cache.FinalPath(id, m.layer_begin, m.layer_end, m.last_stage);
+  }
+
+  void OnWeightsChunk(std::span<const uint8_t> p) {
+    Result<net::WeightsChunk> c = net::WeightsChunk::Decode(p);
+    if (!c.ok()) return ProtocolError(peer_, c.status().message());
+    bool progress = false;
+    uint64_t done = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (recv_state_ != kReceiving) return ProtocolError(peer_, "weights that were not asked for");
+      if (c->offset > recv_size_ || c->bytes.size() > recv_size_ - c->offset) {
+        recv_state_ = kFailed;
+        recv_error_ = "a weights chunk lies outside the model file";
+        cv_.notify_all();
+        return;
+      }
+      for (size_t off = 0; off < c->bytes.size();) {
+        const ssize_t n = ::pwrite(recv_fd_, c->bytes.data() + off, c->bytes.size() - off,
+                                   static_cast<off_t>(c->offset + off));
+        if (n <= 0) {
+          recv_state_ = kFailed;
+          recv_error_ = std::string("cannot write received weights: ") + std::strerror(errno);
+          cv_.notify_all();
+          return;
+        }
+        off += static_cast<size_t>(n);
+      }
+      recv_hash_->Update(c->bytes.data(), c->bytes.size());
+      recv_bytes_ += c->bytes.size();
+      done = recv_bytes_;
+      if (MsSince(recv_progress_) > 200 || done == c->total) {
+        recv_progress_ = Clock::now();
+        progress = true;
+      }
+    }
+    if (progress) Get(&ctl_)->Send(MsgType::kLoadProgress, net::LoadProgress{done, c->total, "receiving weights"});
+  }
+
+  void OnWeightsDone(std::span<const uint8_t> p) {
+    Result<net::WeightsDone> d = net::WeightsDone::Decode(p);
+    if (!d.ok()) return ProtocolError(peer_, d.status().message());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recv_state_ != kReceiving) return ProtocolError(peer_, "WeightsDone without a transfer");
+    recv_digest_ = recv_hash_->Final();
+    if (recv_digest_ != d->digest) {
+      recv_state_ = kFailed;
+      recv_error_ = "the weights received do not match their digest";
+    } else {
+      recv_state_ = kReceived;
+    }
+    cv_.notify_all();
   }
 
   Status Link(const net::LinkNext& l) {
@@ -479,6 +596,16 @@ class Session {
   std::unique_ptr<model::Context> ctx_;
   model::Batch batch_;
   SamplerSet samplers_;
+  // Weights being received (guarded by mu_).
+  enum { kIdle, kReceiving, kReceived, kFailed };
+  int recv_state_ = kIdle;
+  int recv_fd_ = -1;
+  uint64_t recv_size_ = 0;
+  std::atomic<uint64_t> recv_bytes_{0};
+  std::unique_ptr<Hasher> recv_hash_;
+  net::Digest recv_digest_{};
+  std::string recv_error_;
+  Clock::time_point recv_progress_;
 };
 
 void Worker::Impl::Handle(net::Socket s) {

@@ -42,6 +42,8 @@ struct WorkerOptions {
   uint64_t mem_bytes = 0;      // 0: the machine's available memory
   std::string model_path;      // local copy of the model (-m)
   std::string models_dir;      // where to look for a copy by content
+  std::string cache_dir;       // weights received from a main node, kept for the next start
+  bool use_main_path = true;   // also try the main node's own path (same machine)
   std::optional<net::Key> key;
   bool insecure = false;       // allow a non-loopback address without a key
   std::function<void(const std::string&)> log;  // one line per event (default: stderr)

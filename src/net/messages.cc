@@ -108,6 +108,9 @@ std::string_view MsgTypeName(uint16_t type) {
     case MsgType::kLinked: return "Linked";
     case MsgType::kAttach: return "Attach";
     case MsgType::kEndSession: return "EndSession";
+    case MsgType::kNeedWeights: return "NeedWeights";
+    case MsgType::kWeightsChunk: return "WeightsChunk";
+    case MsgType::kWeightsDone: return "WeightsDone";
     case MsgType::kForward: return "Forward";
     case MsgType::kResult: return "Result";
     case MsgType::kError: return "Error";
@@ -223,6 +226,7 @@ void LoadModel::Encode(Writer& w) const {
   w.U8(static_cast<uint8_t>(cache_k));
   w.U8(static_cast<uint8_t>(cache_v));
   w.U8(flash_attn ? 1 : 0);
+  w.U8(last_stage ? 1 : 0);
 }
 Result<LoadModel> LoadModel::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "LoadModel");
@@ -247,6 +251,7 @@ Result<LoadModel> LoadModel::Decode(std::span<const uint8_t> payload) {
   m.cache_k = static_cast<KvType>(ck);
   m.cache_v = static_cast<KvType>(cv);
   p.Bool(&m.flash_attn, "flash_attn");
+  p.Bool(&m.last_stage, "last_stage");
   return Finish(p, m);
 }
 
@@ -277,6 +282,33 @@ Result<Loaded> Loaded::Decode(std::span<const uint8_t> payload) {
   p.Get(&m.kv_bytes, "kv_bytes");
   p.Get(&m.bytes_received, "bytes_received");
   p.Str(&m.source, "source");
+  return Finish(p, m);
+}
+
+void WeightsChunk::Encode(Writer& w) const {
+  w.U64(offset);
+  w.U64(total);
+  w.U32(static_cast<uint32_t>(bytes.size()));
+  w.Bytes(bytes.data(), bytes.size());
+}
+Result<WeightsChunk> WeightsChunk::Decode(std::span<const uint8_t> payload) {
+  Parser p(payload, "WeightsChunk");
+  WeightsChunk m;
+  uint32_t n = 0;
+  p.Get(&m.offset, "offset");
+  p.Get(&m.total, "total");
+  p.Get(&n, "n_bytes");
+  p.Check(n > 0 && n <= kMaxChunkBytes, "n_bytes", "is " + std::to_string(n) + " (1.." + std::to_string(kMaxChunkBytes) + ")");
+  p.Check(m.offset <= (1ull << 50), "offset", "is out of range");
+  p.Array(&m.bytes, n, "bytes");
+  return Finish(p, std::move(m));
+}
+
+void WeightsDone::Encode(Writer& w) const { w.Bytes(digest.data(), digest.size()); }
+Result<WeightsDone> WeightsDone::Decode(std::span<const uint8_t> payload) {
+  Parser p(payload, "WeightsDone");
+  WeightsDone m;
+  p.Fixed(m.digest.data(), m.digest.size(), "digest");
   return Finish(p, m);
 }
 
@@ -460,7 +492,10 @@ Status ValidatePayload(uint16_t type, std::span<const uint8_t> b) {
     case MsgType::kError: return ErrorMsg::Decode(b).status();
     case MsgType::kPing:
     case MsgType::kPong: return Ping::Decode(b).status();
+    case MsgType::kWeightsChunk: return WeightsChunk::Decode(b).status();
+    case MsgType::kWeightsDone: return WeightsDone::Decode(b).status();
     case MsgType::kLinked:
+    case MsgType::kNeedWeights:
     case MsgType::kEndSession:
       return b.empty() ? Status::Ok() : Status::Corruption(std::string(MsgTypeName(type)) + " has a payload");
   }

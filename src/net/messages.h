@@ -112,6 +112,7 @@ struct LoadModel {
   uint32_t threads = 0;       // 0: the worker's own --threads
   KvType cache_k = KvType::kF16, cache_v = KvType::kF16;
   bool flash_attn = false;
+  bool last_stage = false;    // holds the output head
   void Encode(Writer& w) const;
   static Result<LoadModel> Decode(std::span<const uint8_t> payload);
 };
@@ -130,6 +131,20 @@ struct Loaded {
   std::string source;           // where the weights came from, for the user
   void Encode(Writer& w) const;
   static Result<Loaded> Decode(std::span<const uint8_t> payload);
+};
+
+struct WeightsChunk {
+  uint64_t offset = 0;  // where the bytes go in the model file
+  uint64_t total = 0;   // bytes of the whole transfer (for progress)
+  std::vector<uint8_t> bytes;  // at most kMaxChunkBytes
+  void Encode(Writer& w) const;
+  static Result<WeightsChunk> Decode(std::span<const uint8_t> payload);
+};
+
+struct WeightsDone {
+  Digest digest{};  // BLAKE2b-256 of every byte sent, in order
+  void Encode(Writer& w) const;
+  static Result<WeightsDone> Decode(std::span<const uint8_t> payload);
 };
 
 struct LinkNext {

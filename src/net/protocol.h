@@ -30,6 +30,7 @@ inline constexpr uint32_t kMaxBatchTokens = 4096;
 inline constexpr uint32_t kMaxEmbd = 65536;
 inline constexpr uint32_t kMaxVocab = 1u << 20;
 inline constexpr uint32_t kMaxHistoryTokens = 1u << 16;
+inline constexpr uint32_t kMaxChunkBytes = 8u << 20;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kDigestBytes = 32;
@@ -49,6 +50,9 @@ enum class MsgType : uint16_t {
   kLinked = 20,
   kAttach = 21,    // upstream stage -> worker: this connection feeds session N
   kEndSession = 22,
+  kNeedWeights = 23,  // worker -> controller: no local copy; send my layers' bytes
+  kWeightsChunk = 24, // controller -> worker: bytes of the model file at an offset
+  kWeightsDone = 25,  // controller -> worker: digest of everything sent
   // Data path.
   kForward = 32,   // hidden states of a batch, stage to stage
   kResult = 33,    // last stage -> controller: sampled tokens and/or logits

@@ -284,6 +284,7 @@ void Connection::SendFrame(std::vector<uint8_t> frame) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
+    queued_bytes_ += frame.size();
     queue_.push_back(std::move(frame));
   }
   cv_.notify_one();
@@ -296,6 +297,7 @@ void Connection::Fail(const Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_.exchange(true)) return;
     queue_.clear();
+    queued_bytes_ = 0;
   }
   sock_.Shutdown();
   cv_.notify_all();
@@ -328,6 +330,7 @@ void Connection::SenderLoop() {
       if (closed_) return;
       frame = std::move(queue_.front());
       queue_.pop_front();
+      queued_bytes_ -= frame.size();
     }
     Status st = sock_.SendAll(frame);
     if (!st.ok()) {

@@ -127,6 +127,8 @@ class Connection {
   bool closed() const { return closed_.load(); }
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   uint64_t bytes_received() const { return bytes_received_.load(); }
+  // Bytes of frames queued and not yet sent (for senders that pace themselves).
+  uint64_t queued_bytes() const { return queued_bytes_.load(); }
   // When the last frame arrived.
   std::chrono::steady_clock::time_point last_receive() const;
 
@@ -145,7 +147,7 @@ class Connection {
   std::deque<std::vector<uint8_t>> queue_;
   std::atomic<bool> closed_{false};
   std::once_flag close_once_;
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, queued_bytes_{0};
   std::atomic<int64_t> last_rx_ns_{0};
   std::thread reader_, sender_;
 };
