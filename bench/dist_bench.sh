@@ -8,7 +8,7 @@
 # Prints the bench tables and the per-token breakdowns; the summary lines start with "==".
 set -euo pipefail
 bin=$1 model=$2 linkemu=$3
-tg=${TG:-64} reps=${REPS:-3}
+tg=${TG:-64} reps=${REPS:-5}
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
@@ -36,35 +36,39 @@ start_proxy() {  # NAME TARGET_PORT DELAY_MS -> sets proxy_NAME
 }
 tg_rate() { python3 -c 'import json,sys; d=json.load(sys.stdin); print([r for r in d if r["test"].startswith(sys.argv[1])][0]["tokens_per_s"])' "$1"; }
 
-echo "== machine: $(nproc) cores; model $(basename "$model"); tg$tg, $reps repetitions (mean)"
-"$bin" bench -m "$model" -p 0 -n "$tg" -r "$reps" -t 2 --json >"$tmp/single.json"
-single=$(tg_rate tg <"$tmp/single.json")
+echo "== machine: $(nproc) cores; model $(basename "$model"); tg$tg; $reps alternating rounds, medians"
 start_worker a
 start_worker b
-"$bin" bench -m "$model" -p 0 -n "$tg" -r "$reps" -t 2 --json --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" 2>"$tmp/two.err" >"$tmp/two.json"
-two=$(tg_rate tg <"$tmp/two.json")
-python3 - "$single" "$two" <<'PY'
-import sys
-s, t = map(float, sys.argv[1:])
-print(f"== tg single node {s:.2f} t/s ({1000/s:.2f} ms/token); main + 2 workers {t:.2f} t/s ({1000/t:.2f} ms/token); ratio {t/s:.3f}")
-PY
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("   breakdown:", json.dumps(d[0].get("per_token")))' "$tmp/two.json"
-grep -h "weight bytes received" "$tmp/two.err" | sed 's/^/   /'
-
 for d in 1 5; do
   start_proxy "pa$d" "$port_a" "$d"
   start_proxy "pb$d" "$port_b" "$d"
-  pa=proxy_pa$d pb=proxy_pb$d
-  "$bin" bench -m "$model" -p 0 -n "$tg" -r "$reps" -t 2 --json --worker "127.0.0.1:${!pa}" --worker "127.0.0.1:${!pb}" 2>/dev/null >"$tmp/d$d.json"
-  r=$(tg_rate tg <"$tmp/d$d.json")
-  python3 - "$single" "$r" "$d" <<'PY'
-import sys
-s, r, d = map(float, sys.argv[1:])
-base, got = 1000/s, 1000/r
-bound = base + 3*d + 2
-print(f"== delay {d:.0f} ms per hop (3 hops): {got:.2f} ms/token; bound single + 3d + 2 = {bound:.2f} ms; added {got-base:.2f} ms -> {'PASS' if got <= bound else 'FAIL'}")
-PY
 done
+median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+single=() two=() d1=() d5=()
+for r in $(seq "$reps"); do
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json >"$tmp/single.json"
+  single+=("$(tg_rate tg <"$tmp/single.json")")
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" 2>"$tmp/two.err" >"$tmp/two.json"
+  two+=("$(tg_rate tg <"$tmp/two.json")")
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$proxy_pa1" --worker "127.0.0.1:$proxy_pb1" 2>/dev/null >"$tmp/d1.json"
+  d1+=("$(tg_rate tg <"$tmp/d1.json")")
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$proxy_pa5" --worker "127.0.0.1:$proxy_pb5" 2>/dev/null >"$tmp/d5.json"
+  d5+=("$(tg_rate tg <"$tmp/d5.json")")
+  echo "   round $r: single ${single[-1]} t/s, 2 workers ${two[-1]}, d=1 ${d1[-1]}, d=5 ${d5[-1]}"
+done
+python3 - "$(median "${single[@]}")" "$(median "${two[@]}")" "$(median "${d1[@]}")" "$(median "${d5[@]}")" <<'PY'
+import sys
+s, t, a, b = map(float, sys.argv[1:])
+print(f"== tg single node {s:.2f} t/s ({1000/s:.2f} ms/token); main + 2 workers {t:.2f} t/s ({1000/t:.2f} ms/token); ratio {t/s:.3f}")
+for d, r in ((1, a), (5, b)):
+    base, got = 1000/s, 1000/r
+    bound = base + 3*d + 2
+    print(f"== delay {d} ms per hop (3 hops): {got:.2f} ms/token; bound single + 3d + 2 = {bound:.2f} ms; added {got-base:.2f} ms -> {'PASS' if got <= bound else 'FAIL'}")
+PY
+for f in two d1 d5; do
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("   last", sys.argv[2], "breakdown:", json.dumps(d[0].get("per_token")))' "$tmp/$f.json" "$f"
+done
+grep -h "weight bytes received" "$tmp/two.err" | sed 's/^/   /'
 
 # Pipelined prompt: pinned cores, one thread per stage.
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done

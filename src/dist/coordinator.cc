@@ -213,7 +213,9 @@ struct Coordinator::Impl {
       cv.wait_for(lock, std::chrono::milliseconds(o.ping_interval_ms));
       if (closing) return;
       ++n;
+      lock.unlock();  // a failed send calls back into SetFailure, which takes the lock
       for (auto& c : conns) c->Send(MsgType::kPing, net::Ping{n});
+      lock.lock();
     }
   }
 };

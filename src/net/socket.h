@@ -6,7 +6,8 @@
 // the payload, so a peer cannot make us allocate more than kMaxPayloadBytes.
 //
 // Connection runs one framed socket with its own reader thread and sender thread, so network
-// I/O overlaps compute: Send() queues a frame and returns; frames leave in order. The reader
+// I/O overlaps compute: Send() queues a frame and returns; frames leave in order. A small frame
+// with nothing queued before it is written by the calling thread at once (no wake-up). The reader
 // calls on_frame for each frame and on_close once, with the reason, when the socket fails, the
 // peer closes, a frame is malformed or Close() is called. Both threads sleep while idle.
 //
@@ -145,6 +146,8 @@ class Connection {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::vector<uint8_t>> queue_;
+  bool sending_ = false;  // a frame is being written (by the sender or inline); guarded by mu_
+  static constexpr size_t kInlineSendBytes = 64 * 1024;
   std::atomic<bool> closed_{false};
   std::once_flag close_once_;
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, queued_bytes_{0};
