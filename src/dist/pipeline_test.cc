@@ -2,6 +2,7 @@
 // the results compared with the whole model on one node.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -256,6 +257,36 @@ TEST(PipelineTest, WorkerWithoutTheFileOrACacheSaysWhatToDo) {
   EXPECT_NE(c.status().message().find("--cache-dir"), std::string::npos) << c.status().ToString();
   (*w)->Stop();
   t.join();
+}
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+TEST(PipelineTest, AnIdlePipelineSleeps) {
+  const std::string path = Model("stories260K.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  TestWorker w1, w2;
+  ClusterOptions o;
+  o.workers = {w1.addr(), w2.addr()};
+  o.n_ctx = 32;
+  o.threads = 2;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
+  RunAll(**c, &logits, &tokens);  // every thread has run at least once
+  const double cpu0 = CpuSeconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = CpuSeconds() - cpu0;
+  // Main node, two workers, their pools, readers, senders and heartbeats, all waiting: they
+  // may wake for pings (every 500 ms) but must not spin.
+  EXPECT_LT(used, 0.05) << "an idle pipeline used " << used << " s of CPU in 1 s";
 }
 
 TEST(PipelineTest, BusyWorkerRefusesASecondController) {
