@@ -108,6 +108,34 @@ TEST(DistCliTest, KilledWorkerGivesACleanErrorNamingItWithinThreeSeconds) {
   EXPECT_EQ(again.code, 0) << again.err;
 }
 
+TEST(DistCliTest, WorkersSurviveTheMainNodeCrashing) {
+  const std::string model = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  int p1 = 0, p2 = 0;
+  auto w1 = StartWorker({}, &p1);
+  auto w2 = StartWorker({}, &p2);
+  ASSERT_TRUE(p1 && p2);
+  linkemu::LinkConfig slow;
+  slow.delay_ms = 20;
+  auto e1 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p1, slow);
+  ASSERT_TRUE(e1.ok());
+  {
+    Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
+                 "--worker", Addr((*e1)->port()), "--worker", Addr(p2)});
+    ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();
+    run.Kill(SIGKILL);  // the main node dies mid-generation
+  }
+  // Both workers free the session and serve the next main node.
+  RunResult again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1), "--worker", Addr(p2)});
+  for (int i = 0; i < 30 && again.code != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1), "--worker", Addr(p2)});
+  }
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(w1->running());
+  EXPECT_TRUE(w2->running());
+}
+
 TEST(DistCliTest, StalledLinkIsDetectedWithinThreeSeconds) {
   const std::string model = ModelPath("stories260K.gguf");
   TANDEM_REQUIRE_SHARED(model);

@@ -124,7 +124,8 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     if (cache_changed) {
       model::Context f16(*m, 256, 2);
       ASSERT_TRUE(f16.Decode(batch).ok());
-      const Compare self = CompareLogits(Rows(f16.logits(), f16.n_logits(), n_vocab), ctx.logits(), n_vocab);
+      const Compare self =
+          CompareLogits(Rows(f16.logits(), f16.n_logits(), n_vocab), ctx.logits(), n_vocab);
       std::printf("; vs our f16 cache: max KL %.2e mean KL %.2e", self.max_kl, self.mean_kl);
       if (is_float) {
         EXPECT_LE(self.max_kl, 1e-3);
@@ -237,7 +238,9 @@ Diff Difference(const std::vector<float>& a, const std::vector<float>& b, int64_
   EXPECT_EQ(a.size(), b.size());
   if (a.size() != b.size()) return {INFINITY, INFINITY};
   Diff d;
-  for (size_t i = 0; i < a.size(); ++i) d.max_abs = std::max(d.max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    d.max_abs = std::max(d.max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
   const int64_t rows = static_cast<int64_t>(a.size()) / n_vocab;
   d.max_kl = CompareLogits(Rows(a.data(), rows, n_vocab), b.data(), n_vocab).max_kl;
   return d;
@@ -301,7 +304,8 @@ TEST(ModelReferenceTest, MultiSequenceBatchFlashMatchesStandard) {
         }
         for (const model::ContextOptions& o : {standard, flash}) {
           expect_close(Difference(want, RunBatches(*m, o, alone), n_vocab),
-                       "sequence " + std::to_string(seq) + " alone, " + (o.flash_attn ? "flash" : "standard"));
+                       "sequence " + std::to_string(seq) + " alone, " +
+                           (o.flash_attn ? "flash" : "standard"));
         }
       }
     }

@@ -267,8 +267,8 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
     Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kController, o.key);
     if (!info.ok()) return info.status().WithContext("worker " + name);
     char line[512];
-    std::snprintf(line, sizeof line, "worker %s: %s, %s, %u threads, %.1f GiB free, Q4_K matvec %.1f GB/s",
-                  name.c_str(), info->name.c_str(), info->cpu_features.c_str(), info->threads,
+    std::snprintf(line, sizeof line, "worker %s: protocol %u, %s, %s, %u threads, %.1f GiB free, Q4_K matvec %.1f GB/s",
+                  name.c_str(), net::kProtocolVersion, info->name.c_str(), info->cpu_features.c_str(), info->threads,
                   info->free_memory / 1073741824.0, info->matvec_gbps);
     m.Log(line);
     m.names.push_back(name);

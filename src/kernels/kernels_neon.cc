@@ -824,7 +824,9 @@ struct ARows;
 template <>
 struct ARows<TensorType::kF32> {
   static constexpr bool kScaled = false;
-  static float32x4_t Load4(const void* r, int64_t i) { return vld1q_f32(static_cast<const float*>(r) + i); }
+  static float32x4_t Load4(const void* r, int64_t i) {
+    return vld1q_f32(static_cast<const float*>(r) + i);
+  }
   static float At(const void* r, int64_t i) { return static_cast<const float*>(r)[i]; }
   static float Scale(const void*, int64_t) { return 1.0f; }
 };
@@ -853,7 +855,9 @@ struct ARows<TensorType::kQ8_0> {
     const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / kQK];
     return F16(b.d) * b.qs[i % kQK];
   }
-  static float Scale(const void* r, int64_t i) { return F16(static_cast<const BlockQ8_0*>(r)[i / kQK].d); }
+  static float Scale(const void* r, int64_t i) {
+    return F16(static_cast<const BlockQ8_0*>(r)[i / kQK].d);
+  }
 };
 
 template <TensorType T, int QR, int KR>
@@ -887,8 +891,8 @@ inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const*
 }
 
 template <TensorType T, int KR>
-inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
-                         float* s, int64_t lds) {
+inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq,
+                         const void* const* rows, float* s, int64_t lds) {
   int64_t r = 0;
   for (; r + 4 <= nq; r += 4) ScoreTile<T, 4, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
   for (; r < nq; ++r) ScoreTile<T, 1, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);

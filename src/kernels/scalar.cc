@@ -100,7 +100,9 @@ void AttnScores(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t
   for (int64_t j = 0; j < nk; ++j) {
     for (int64_t i = 0; i < nq; ++i) {
       double sum = 0;
-      for (int64_t e = 0; e < n; ++e) sum += static_cast<double>(q[i * ldq + e]) * RowAt(type, rows[j], e);
+      for (int64_t e = 0; e < n; ++e) {
+        sum += static_cast<double>(q[i * ldq + e]) * RowAt(type, rows[j], e);
+      }
       s[i * lds + j] = static_cast<float>(sum);
     }
   }

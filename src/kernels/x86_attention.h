@@ -24,7 +24,9 @@ struct Rows;
 template <>
 struct Rows<TensorType::kF32> {
   static constexpr bool kScaled = false;
-  static __m256 Load8(const void* r, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(r) + i); }
+  static __m256 Load8(const void* r, int64_t i) {
+    return _mm256_loadu_ps(static_cast<const float*>(r) + i);
+  }
   static float At(const void* r, int64_t i) { return static_cast<const float*>(r)[i]; }
   static __m256 Scale(const void*, int64_t) { return _mm256_set1_ps(1.0f); }
 };
@@ -88,7 +90,8 @@ inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const*
         for (int k = 0; k < KR; ++k) {
           const __m256 kv = _mm256_mul_ps(R::Load8(rows[k], i + u), d[k]);
 #pragma GCC unroll 4
-          for (int r = 0; r < QR; ++r) acc[r * KR + k] = _mm256_fmadd_ps(qv[r], kv, acc[r * KR + k]);
+          for (int r = 0; r < QR; ++r)
+            acc[r * KR + k] = _mm256_fmadd_ps(qv[r], kv, acc[r * KR + k]);
         }
       }
     }
@@ -121,15 +124,22 @@ inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const*
 }
 
 template <TensorType T, int KR>
-inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
-                         float* s, int64_t lds) {
+inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq,
+                         const void* const* rows, float* s, int64_t lds) {
   int64_t r = 0;
   for (; r + 4 <= nq; r += 4) ScoreTile<T, 4, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
   switch (nq - r) {
-    case 3: ScoreTile<T, 3, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds); break;
-    case 2: ScoreTile<T, 2, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds); break;
-    case 1: ScoreTile<T, 1, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds); break;
-    default: break;
+    case 3:
+      ScoreTile<T, 3, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
+      break;
+    case 2:
+      ScoreTile<T, 2, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
+      break;
+    case 1:
+      ScoreTile<T, 1, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
+      break;
+    default:
+      break;
   }
 }
 
@@ -144,9 +154,12 @@ void ScoresT(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* con
 void AttnScores(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t nq,
                 const void* const* rows, int64_t nk, float* s, int64_t lds) {
   switch (type) {
-    case TensorType::kF16: return ScoresT<TensorType::kF16>(n, q, ldq, nq, rows, nk, s, lds);
-    case TensorType::kQ8_0: return ScoresT<TensorType::kQ8_0>(n, q, ldq, nq, rows, nk, s, lds);
-    default: return ScoresT<TensorType::kF32>(n, q, ldq, nq, rows, nk, s, lds);
+    case TensorType::kF16:
+      return ScoresT<TensorType::kF16>(n, q, ldq, nq, rows, nk, s, lds);
+    case TensorType::kQ8_0:
+      return ScoresT<TensorType::kQ8_0>(n, q, ldq, nq, rows, nk, s, lds);
+    default:
+      return ScoresT<TensorType::kF32>(n, q, ldq, nq, rows, nk, s, lds);
   }
 }
 
@@ -186,10 +199,17 @@ inline void AccColumns(int64_t c, const float* p, int64_t ldp, int64_t no, const
   int64_t r = 0;
   for (; r + 4 <= no; r += 4) AccTile<T, 4, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
   switch (no - r) {
-    case 3: AccTile<T, 3, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo); break;
-    case 2: AccTile<T, 2, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo); break;
-    case 1: AccTile<T, 1, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo); break;
-    default: break;
+    case 3:
+      AccTile<T, 3, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+      break;
+    case 2:
+      AccTile<T, 2, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+      break;
+    case 1:
+      AccTile<T, 1, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+      break;
+    default:
+      break;
   }
 }
 
@@ -214,9 +234,12 @@ void AccumulateT(int64_t n, const float* p, int64_t ldp, int64_t no, const void*
 void AttnAccumulate(TensorType type, int64_t n, const float* p, int64_t ldp, int64_t no,
                     const void* const* rows, int64_t nv, float* o, int64_t ldo) {
   switch (type) {
-    case TensorType::kF16: return AccumulateT<TensorType::kF16>(n, p, ldp, no, rows, nv, o, ldo);
-    case TensorType::kQ8_0: return AccumulateT<TensorType::kQ8_0>(n, p, ldp, no, rows, nv, o, ldo);
-    default: return AccumulateT<TensorType::kF32>(n, p, ldp, no, rows, nv, o, ldo);
+    case TensorType::kF16:
+      return AccumulateT<TensorType::kF16>(n, p, ldp, no, rows, nv, o, ldo);
+    case TensorType::kQ8_0:
+      return AccumulateT<TensorType::kQ8_0>(n, p, ldp, no, rows, nv, o, ldo);
+    default:
+      return AccumulateT<TensorType::kF32>(n, p, ldp, no, rows, nv, o, ldo);
   }
 }
 

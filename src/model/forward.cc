@@ -11,11 +11,13 @@ using quant::TensorType;
 
 namespace {
 
-// Query rows (tokens x heads of one KV head) per attention tile, cells per flash block, and the
-// most score floats a thread holds for the standard algorithm (its tiles shrink to fit).
+// Query rows (tokens x heads of one KV head) per attention tile, cells per flash block, the
+// most score floats a thread holds for the standard algorithm (its tiles shrink to fit), and
+// the cells per step of its products.
 constexpr int64_t kTileRows = 64;
 constexpr int64_t kFlashBlock = 32;
 constexpr int64_t kStandardScoreFloats = int64_t{1} << 20;
+constexpr int64_t kStandardChunk = 64;
 
 ContextOptions Checked(const ModelParams& p, const ContextOptions& o) {
   if (CheckContextOptions(p, o).ok()) return o;
@@ -252,7 +254,8 @@ void Context::PlanAttention(const Batch& b) {
     const int32_t* pos = seq_pos_.data();
     tok_len_[t] = std::upper_bound(pos + seq_begin_[k], pos + seq_begin_[k + 1], b.pos[t]) -
                   (pos + seq_begin_[k]);
-    if (tiles_.empty() || tiles_.back().seq != k || tiles_.back().end - tiles_.back().begin == tile_tokens_) {
+    if (tiles_.empty() || tiles_.back().seq != k ||
+        tiles_.back().end - tiles_.back().begin == tile_tokens_) {
       tiles_.push_back({k, i, i});
     }
     ++tiles_.back().end;
@@ -306,16 +309,25 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
   const int64_t n_max = len(nt - 1);
 
   if (!options_.flash_attn) {
-    // Standard: all scores of the tile, a softmax per row over its prefix, then the V sum.
+    // Standard: all scores of the tile, a softmax per row over its prefix, then the V sum. The
+    // products go by chunks of cells (kept in cache), each for the rows that reach it.
     point(0, n_max);
-    a.scores(tk, D, q, D, rows, kp, n_max, s, n_max);
+    for (int64_t j0 = 0, t0 = 0; j0 < n_max; j0 += kStandardChunk) {
+      while (len(t0) <= j0) ++t0;
+      a.scores(tk, D, q + t0 * group * D, D, rows - t0 * group, kp + j0,
+               std::min(kStandardChunk, n_max - j0), s + t0 * group * n_max + j0, n_max);
+    }
     for (int64_t r = 0; r < rows; ++r) {
       float* row = s + r * n_max;
       const int64_t n = len(r / group);
       if (n > 0) f.softmax(row, n);
       std::fill(row + n, row + n_max, 0.0f);
     }
-    a.accumulate(tv, D, s, n_max, rows, vp, n_max, o, D);
+    for (int64_t j0 = 0, t0 = 0; j0 < n_max; j0 += kStandardChunk) {
+      while (len(t0) <= j0) ++t0;
+      a.accumulate(tv, D, s + t0 * group * n_max + j0, n_max, rows - t0 * group, vp + j0,
+                   std::min(kStandardChunk, n_max - j0), o + t0 * group * D, D);
+    }
   } else {
     // Flash: blocks of cells; per row a running max m and sum l of exp(score - m), the
     // accumulated V rescaled by exp(m_old - m_new) whenever m grows.
