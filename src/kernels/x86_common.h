@@ -1,9 +1,10 @@
 // x86 kernels shared by kernels_avx2.cc and kernels_avx512.cc (internal to src/kernels).
 //
-// Every kernel here works on 256-bit vectors. The including file chooses how integer dot
-// products are formed: by default with AVX2 maddubs/madd; with TANDEM_X86_VNNI defined (the
-// AVX-512 file, compiled with -mavx512vnni -mavx512vl) with VPDPBUSD / VPDPWSSD, which fuse the
-// widening multiply-add with the accumulation. All code sits in an unnamed namespace so that each
+// The kernels work on 256-bit vectors, except the Q4_K / Q5_K dot of the AVX-512 build
+// (DotK4Wide, 512-bit: it must keep up with memory at 4.5 bits per weight). The including file
+// chooses how integer dot products are formed: by default with AVX2 maddubs/madd; with
+// TANDEM_X86_VNNI defined (the AVX-512 file, compiled with -mavx512vnni -mavx512vl -mavx512bw)
+// with VPDPBUSD / VPDPWSSD, which fuse the widening multiply-add with the accumulation. All code sits in an unnamed namespace so that each
 // including file gets its own copy, compiled with its own instruction-set flags (no ODR sharing
 // of differently compiled inline functions).
 //
@@ -267,7 +268,8 @@ void DotAffine(int64_t n, const void* w, const void* a, size_t stride, float* ou
 template <int NA>
 inline constexpr int kIntSlots = NA == 1 ? 4 : (NA == 2 ? 2 : 1);
 
-// Q4_K / Q5_K: x = d*sc*q - dmin*mn per 32 elements.
+// Q4_K / Q5_K: x = d*sc*q - dmin*mn per 32 elements. The 6-bit scales and mins of the 8
+// sub-blocks, as bytes 0..7 of *sc and *mn.
 inline void UnpackK4(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
   uint32_t w0, w1, w2;
   std::memcpy(&w0, s, 4);
@@ -280,6 +282,7 @@ inline void UnpackK4(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
   *mn = mn_lo | uint64_t{mn_hi} << 32;
 }
 
+// 256-bit form (the AVX2 table; the AVX-512 table uses DotK4Wide below).
 template <bool kFive, int NA>
 void DotK4(int64_t n, const void* w, const void* a, size_t stride, float* out) {
   constexpr int S = kIntSlots<NA>;
@@ -350,87 +353,105 @@ void DotK4(int64_t n, const void* w, const void* a, size_t stride, float* out) {
 }
 
 #ifdef TANDEM_X86_VNNI
-// Q4_K / Q5_K with 512-bit vectors (AVX-512 BW + VNNI). Each 32-byte group k of nibbles holds
-// sub-block 2k in its low nibbles and 2k+1 in its high nibbles, i.e. 64 consecutive elements:
-// broadcast to both 256-bit halves and shifted right by 0 / 4 per half, it lines up with one
-// 64-byte load of the activations. The 6-bit scales are unpacked once per super-block (scalar,
-// off the vector ports) and spread with one byte shuffle per group; the mins are taken out
-// through the activation block sums.
+// Q4_K / Q5_K with 512-bit vectors (the AVX-512 table also has AVX-512 BW).
+//
+// Group k (32 bytes) of a super-block's nibbles holds sub-block 2k in its low nibbles and 2k + 1
+// in its high nibbles, i.e. elements 64k .. 64k + 63: broadcast to both 256-bit halves and shifted
+// right by 0 / 4 per half (kK4Shift), it lines up with one 64-byte load of the activations.
+// VPDPBUSD gives per-lane sums of 4 products D_k (|D_k| <= 4 * 31 * 127, so they fit in int16);
+// packing D_0, D_1 (and D_2, D_3) to int16 lets one VPDPWSSD per pair of groups apply the 6-bit
+// scales: 4 VPDPBUSD + 2 packs + 2 VPDPWSSD per super-block and row, where an unpack to words
+// (VPMADDUBSW + VPDPWSSD per group) needs 8 multiplies. The scales are unpacked with scalar code
+// (off the vector ports) and spread with one byte shuffle per pair of groups; the mins are taken
+// out through the activation block sums.
+
+// GCC 12 warns about the self-initialised _mm512_undefined_*() that its own 512-bit intrinsics
+// use as pass-through operands (a false positive); silenced for this section only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Shift counts per int16 lane: 0 in the low 256 bits, 4 in the high 256 bits.
+alignas(64) constexpr int16_t kK4Shift[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                              4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4};
+// Byte shuffles of the 8 scale bytes (broadcast to every 64-bit lane) into int16 lanes (0x80: zero
+// high byte) matching _mm512_packs_epi32(D_a, D_b): in 128-bit lane L, four words from D_a, then
+// four from D_b, whose lanes 4L .. 4L + 3 belong to sub-block 2a (L < 2) or 2a + 1 (L >= 2).
+#define TANDEM_K4_SPREAD4(j) j, 0x80, j, 0x80, j, 0x80, j, 0x80
+#define TANDEM_K4_SPREAD(a, b)                                                      \
+  {TANDEM_K4_SPREAD4(a),     TANDEM_K4_SPREAD4(b),     TANDEM_K4_SPREAD4(a),         \
+   TANDEM_K4_SPREAD4(b),     TANDEM_K4_SPREAD4(a + 1), TANDEM_K4_SPREAD4(b + 1),     \
+   TANDEM_K4_SPREAD4(a + 1), TANDEM_K4_SPREAD4(b + 1)}
+alignas(64) constexpr uint8_t kK4Spread[2][64] = {TANDEM_K4_SPREAD(0, 2), TANDEM_K4_SPREAD(4, 6)};
+#undef TANDEM_K4_SPREAD4
+#undef TANDEM_K4_SPREAD
+// The 8 min bytes to int16 lanes, each twice (one per 16-element block sum).
+alignas(32) constexpr uint8_t kK4MinSpread[32] = {
+    0, 0x80, 0, 0x80, 1, 0x80, 1, 0x80, 2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80,
+    4, 0x80, 4, 0x80, 5, 0x80, 5, 0x80, 6, 0x80, 6, 0x80, 7, 0x80, 7, 0x80};
+
 template <bool kFive, int NA>
 void DotK4Wide(int64_t n, const void* w, const void* a, size_t stride, float* out) {
-  constexpr int S = NA == 1 ? 2 : 1;
   const int64_t nb = n / quant::kQKK;
   __m512 accd[NA];
   __m256 accm[NA];
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) accd[r] = _mm512_setzero_ps(), accm[r] = _mm256_setzero_ps();
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  // Scale spreads: int16 lanes = scale byte 2k (low half) / 2k + 1 (high half), zero-extended
-  // (0x80 in a shuffle index gives a zero byte).
-  __m512i spread[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    spread[k] = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_set1_epi16(static_cast<short>(0x8000 | (2 * k)))),
-        _mm256_set1_epi16(static_cast<short>(0x8000 | (2 * k + 1))), 1);
-  }
-  // Mins for the 16 block sums: int16 lane l = min byte l / 2.
-  const __m256i mspread = _mm256_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128,
-                                           3, -128, 3, -128, 4, -128, 4, -128, 5, -128, 5, -128,
-                                           6, -128, 6, -128, 7, -128, 7, -128);
+  const __m512i shift = _mm512_load_si512(kK4Shift);
+  const __m512i spread01 = _mm512_load_si512(kK4Spread[0]);
+  const __m512i spread23 = _mm512_load_si512(kK4Spread[1]);
+  const __m256i mspread = _mm256_load_si256(reinterpret_cast<const __m256i*>(kK4MinSpread));
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* scales;
     const uint8_t* qs;
+    const uint16_t* dd;  // d, dmin (adjacent fp16)
     __m512i hv;
-    uint32_t dd;  // d, dmin as fp16
     if constexpr (kFive) {
       const BlockQ5_K& b = static_cast<const BlockQ5_K*>(w)[i];
-      scales = b.scales, qs = b.qs;
+      scales = b.scales, qs = b.qs, dd = &b.d;
       hv = _mm512_broadcast_i64x4(Load256(b.qh));
-      std::memcpy(&dd, &b.d, 4);
     } else {
       const BlockQ4_K& b = static_cast<const BlockQ4_K*>(w)[i];
-      scales = b.scales, qs = b.qs;
-      std::memcpy(&dd, &b.d, 4);
+      scales = b.scales, qs = b.qs, dd = &b.d;
     }
     uint64_t sc, mn;
     UnpackK4(scales, &sc, &mn);
     const __m512i scv = _mm512_set1_epi64(static_cast<long long>(sc));
+    const __m512i s01 = _mm512_shuffle_epi8(scv, spread01);
+    const __m512i s23 = _mm512_shuffle_epi8(scv, spread23);
     const __m256i mnv =
         _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(mn)), mspread);
-    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));  // d, dmin
-    __m512i acci[NA][S];
-#pragma GCC unroll 8
-    for (int r = 0; r < NA; ++r)
-      for (int s = 0; s < S; ++s) acci[r][s] = _mm512_setzero_si512();
+    int dd2;
+    std::memcpy(&dd2, dd, 4);
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dd2));  // d, dmin
+    __m512i q[4];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      __m512i q = _mm512_and_si512(
+      q[k] = _mm512_and_si512(
           _mm512_srlv_epi16(_mm512_broadcast_i64x4(Load256(qs + 32 * k)), shift), low4);
       if constexpr (kFive) {
         // Fifth bits: bit 2k (low half) / 2k + 1 (high half) of each qh byte.
         const __m512i bit = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * k)))),
+            _mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
-        q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hv, bit), q, _mm512_set1_epi8(0x10));
-      }
-      const __m512i s16 = _mm512_shuffle_epi8(scv, spread[k]);
-#pragma GCC unroll 8
-      for (int r = 0; r < NA; ++r) {
-        const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
-        __m512i& ac = acci[r][k % S];
-        const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y.qs + 64 * k));
-        ac = _mm512_dpwssd_epi32(ac, p, s16);
+        q[k] = _mm512_mask_add_epi8(q[k], _mm512_test_epi8_mask(hv, bit), q[k],
+                                    _mm512_set1_epi8(0x10));
       }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
-      __m512i t = acci[r][0];
-      for (int s = 1; s < S; ++s) t = _mm512_add_epi32(t, acci[r][s]);
-      const __m128 f = _mm_mul_ps(dm, _mm_set1_ps(y.d));  // d * y.d, dmin * y.d
+      const __m512i z = _mm512_setzero_si512();
+      __m512i d4[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        d4[k] = _mm512_dpbusd_epi32(z, q[k], _mm512_loadu_si512(y.qs + 64 * k));
+      }
+      __m512i t = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(d4[0], d4[1]), s01);
+      t = _mm512_dpwssd_epi32(t, _mm512_packs_epi32(d4[2], d4[3]), s23);
       const __m256i m = _mm256_madd_epi16(Load256(y.bsums), mnv);
+      const __m128 f = _mm_mul_ps(dm, _mm_set1_ps(y.d));  // d * y.d, dmin * y.d
       accd[r] = _mm512_fmadd_ps(_mm512_broadcastss_ps(f), _mm512_cvtepi32_ps(t), accd[r]);
       accm[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(m),
                                 accm[r]);
@@ -438,9 +459,12 @@ void DotK4Wide(int64_t n, const void* w, const void* a, size_t stride, float* ou
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) {
-    out[r] = _mm512_reduce_add_ps(accd[r]) - Hsum(accm[r]);
+    const __m256 lo = _mm512_castps512_ps256(accd[r]);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accd[r]), 1));
+    out[r] = Hsum(_mm256_sub_ps(_mm256_add_ps(lo, hi), accm[r]));
   }
 }
+#pragma GCC diagnostic pop
 #endif  // TANDEM_X86_VNNI
 
 // Q6_K: x = d*sc*(u - 32), u six bits, int8 sc per 16 elements.
