@@ -63,7 +63,9 @@ TEST(InspectCliTest, JsonIsValidAndComplete) {
   for (const auto& l : j["layers"]) total += l["bytes"].get<uint64_t>();
   EXPECT_EQ(total, j["summary"]["tensor_bytes"].get<uint64_t>());
   for (const auto& t : j["bytes_by_type"]) {
-    if (t["type"] == "q6_K") EXPECT_EQ(t["tensors"], 5);
+    if (t["type"] == "q6_K") {
+      EXPECT_EQ(t["tensors"], 5);
+    }
   }
 }
 
