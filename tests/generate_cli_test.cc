@@ -92,6 +92,23 @@ TEST(GenerateCliTest, FlashAttentionAndCacheTypeFlags) {
   EXPECT_NE(bad.err.find("cache-type-k"), std::string::npos) << bad.err;
 }
 
+// --mmap computes from the file map and the default (--no-mmap) from a copy of the weights: the same
+// bytes, so the same logits to the last bit.
+TEST(GenerateCliTest, MmapAndCopiedWeightsGiveTheSameLogits) {
+  const auto model = SharedDir() / "reference/models/tiny-q4_k_m.gguf";
+  TANDEM_REQUIRE_SHARED(model);
+  const std::vector<std::string> base = {"logits", "-m", model.string(), "-p", "Once upon a time", "--greedy", "8"};
+  std::vector<std::string> mapped = base, copied = base;
+  mapped.push_back("--mmap");
+  copied.push_back("--no-mmap");
+  RunResult a = RunTandem(base), b = RunTandem(mapped), c = RunTandem(copied);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["logits"], nlohmann::json::parse(b.out)["logits"]);
+  EXPECT_EQ(a.out, c.out);
+}
+
 TEST(GenerateCliTest, BenchJsonAndErrors) {
   const auto model = SharedDir() / "reference/models/tiny-q4_k_m.gguf";
   TANDEM_REQUIRE_SHARED(model);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -308,6 +309,64 @@ TEST(ModelReferenceTest, MultiSequenceBatchFlashMatchesStandard) {
                            (o.flash_attn ? "flash" : "standard"));
         }
       }
+    }
+  }
+}
+
+// Model::CopyIntoMemory moves the matrices a stage computes with out of the file map: the same
+// bytes elsewhere, so the same logits to the last bit; ranges add up; a bad range and a cancelled
+// copy change nothing.
+TEST(ModelReferenceTest, WeightsCopiedIntoMemoryGiveIdenticalLogits) {
+  for (const char* name : {"tiny-f16.gguf", "tiny-qwen2-q4_k_m.gguf"}) {
+    const auto path = SharedDir() / "reference/models" / name;
+    TANDEM_REQUIRE_SHARED(path);
+    SCOPED_TRACE(name);
+    Result<model::Model> mapped = model::Model::Load(path.string());
+    Result<model::Model> copied = model::Model::Load(path.string());
+    ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+    ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+    const int64_t n_layer = copied->params().n_layer;
+    ASSERT_GE(n_layer, 2);
+    EXPECT_EQ(copied->CopyIntoMemory(-1, 1, false).code(), Code::kInvalidArgument);
+    EXPECT_EQ(copied->CopyIntoMemory(0, n_layer + 1, false).code(), Code::kInvalidArgument);
+    // Cancelled: nothing moves.
+    const void* before = copied->layers[0].wq.data;
+    EXPECT_EQ(copied->CopyIntoMemory(0, n_layer, true, [](uint64_t, uint64_t) { return false; }).code(),
+              Code::kCancelled);
+    EXPECT_EQ(copied->layers[0].wq.data, before);
+    EXPECT_EQ(copied->copied_bytes(), 0u);
+    // The first layer, then everything: the second call copies only what the first did not.
+    ASSERT_TRUE(copied->CopyIntoMemory(0, 1, false).ok());
+    const uint64_t first = copied->copied_bytes();
+    const void* layer0 = copied->layers[0].wq.data;
+    EXPECT_GT(first, 0u);
+    EXPECT_NE(layer0, before);
+    EXPECT_EQ(copied->layers[1].wq.data, static_cast<const void*>(copied->file().FindTensor("blk.1.attn_q.weight")->data));
+    uint64_t last_done = 0;
+    ASSERT_TRUE(copied->CopyIntoMemory(0, n_layer, true, [&](uint64_t done, uint64_t total) {
+      EXPECT_LE(done, total);
+      last_done = done;
+      return true;
+    }).ok());
+    EXPECT_EQ(copied->layers[0].wq.data, layer0);
+    EXPECT_GT(copied->copied_bytes(), first);
+    EXPECT_EQ(copied->copied_bytes(), first + last_done);
+    for (int64_t l = 0; l < n_layer; ++l) {
+      const model::LayerWeights& a = mapped->layers[l];
+      const model::LayerWeights& b = copied->layers[l];
+      EXPECT_NE(a.down.data, b.down.data);
+      EXPECT_EQ(0, std::memcmp(a.down.data, b.down.data,
+                               quant::RowBytes(a.down.type, a.down.cols) * a.down.rows)) << "layer " << l;
+    }
+    EXPECT_EQ(copied->CopyIntoMemory(1, 2, true).ok(), true);  // all resident already: a no-op
+    EXPECT_EQ(copied->copied_bytes(), first + last_done);
+
+    std::vector<model::Batch> batches(2);
+    for (int32_t i = 0; i < 12; ++i) batches[0].Add((i * 37 + 5) % 300, i, 0, true);
+    batches[1].Add(42, 12, 0, true);
+    for (bool flash : {false, true}) {
+      const model::ContextOptions o{flash, quant::TensorType::kF16, quant::TensorType::kF16};
+      EXPECT_EQ(RunBatches(*mapped, o, batches), RunBatches(*copied, o, batches)) << "flash " << flash;
     }
   }
 }

@@ -90,6 +90,12 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     std::vector<std::string> stage_names = {"main"};
     std::vector<std::string> stage_layers;
     if (a->dist.workers.empty()) {
+      if (!a->model.use_mmap) {
+        if (Status s = m->CopyIntoMemory(0, m->params().n_layer, true); !s.ok()) {
+          *exit_code = ReportError(s.ToString());
+          return;
+        }
+      }
       ex = std::make_unique<dist::LocalExecutor>(*m, n_ctx, a->model.threads, a->model.n_batch, copts);
     } else {
       Result<dist::ClusterOptions> co = ToClusterOptions(a->dist, n_ctx, a->model.threads);
@@ -98,6 +104,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
         return;
       }
       co->context = copts;
+      co->use_mmap = a->model.use_mmap;
       Result<std::unique_ptr<dist::Coordinator>> c = dist::Coordinator::Open(*m, a->model.model, *co);
       if (!c.ok()) {
         *exit_code = ReportError(c.status().ToString());

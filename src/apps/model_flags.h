@@ -18,6 +18,7 @@ struct ModelFlags {
   int threads = 2;
   int64_t n_batch = 512;
   bool flash_attn = false;
+  bool use_mmap = false;
   std::string cache_type_k = "f16", cache_type_v = "f16";
 };
 
@@ -51,6 +52,9 @@ inline void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--flash-attn", f->flash_attn,
                 "Flash attention (-fa): tiled over the cache with an online softmax");
+  cmd->add_flag("--mmap,!--no-mmap", f->use_mmap,
+                "Compute from the file map (less memory, slower decode) instead of copying the weights "
+                "into memory on huge pages (--no-mmap, the default)");
   cmd->add_option("--cache-type-k", f->cache_type_k, "KV cache type for keys (-ctk)")
       ->capture_default_str()->check(CLI::IsMember({"f16", "q8_0", "f32"}));
   cmd->add_option("--cache-type-v", f->cache_type_v, "KV cache type for values (-ctv)")
@@ -62,7 +66,7 @@ inline model::ContextOptions ToContextOptions(const ModelFlags& f) {
 }
 
 inline engine::EngineOptions ToEngineOptions(const ModelFlags& f) {
-  return {f.model, f.n_ctx, f.threads, f.n_batch, ToContextOptions(f)};
+  return {f.model, f.n_ctx, f.threads, f.n_batch, ToContextOptions(f), f.use_mmap};
 }
 
 inline void AddSamplingFlags(CLI::App* cmd, sampling::SamplerParams* s) {

@@ -13,6 +13,7 @@ std::string_view CodeName(Code code) {
     case Code::kOutOfRange: return "out of range";
     case Code::kResourceExhausted: return "resource exhausted";
     case Code::kInternal: return "internal error";
+    case Code::kCancelled: return "cancelled";
   }
   return "unknown";
 }

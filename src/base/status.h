@@ -24,6 +24,7 @@ enum class Code {
   kOutOfRange,        // a size or index past a limit (context full, too large)
   kResourceExhausted, // memory or another budget ran out
   kInternal,          // a bug in tandem
+  kCancelled,         // stopped on request before it finished
 };
 
 std::string_view CodeName(Code code);
@@ -43,6 +44,7 @@ class [[nodiscard]] Status {
   static Status ResourceExhausted(std::string m) {
     return {Code::kResourceExhausted, std::move(m)};
   }
+  static Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }

@@ -235,7 +235,7 @@ Coordinator::~Coordinator() {
   for (auto& c : m.conns) c->Join();
 }
 
-Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model,
+Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
                                                        const std::string& model_path,
                                                        const ClusterOptions& o) {
   if (o.workers.empty()) return Status::InvalidArgument("no workers given");
@@ -318,6 +318,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
     lm.n_ctx = static_cast<uint32_t>(m.n_ctx);
     lm.flash_attn = o.context.flash_attn;
     lm.last_stage = i + 1 == nw;
+    lm.use_mmap = o.use_mmap;
     lm.cache_k = o.context.type_k == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
     lm.cache_v = o.context.type_v == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
     m.conns[i]->Send(MsgType::kLoadModel, lm);
@@ -337,6 +338,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(const model::Model& model
     for (size_t i = 0; i + 1 < nw; ++i) if (!m.linked[i]) return false;
     return true;
   }));
+  if (!o.use_mmap) TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, m.plan.stages[0].layer_end, false));
   m.ctx = std::make_unique<model::Context>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end,
                                           o.context);
   return c;

@@ -36,6 +36,7 @@ struct ClusterOptions {
   int64_t ubatch = 128;   // prompt tokens per micro-batch
   PlanOptions plan;
   model::ContextOptions context;  // flash attention and KV cache types, on every stage
+  bool use_mmap = false;  // every stage computes from its file map instead of a huge-page copy
   std::optional<net::Key> key;
   std::function<void(const std::string&)> log;  // progress and the plan (default: stderr)
   int connect_timeout_ms = 3000;
@@ -46,8 +47,9 @@ struct ClusterOptions {
 class Coordinator : public Executor {
  public:
   // `model` is this node's mapping of the file at `model_path` (only the embedding and the
-  // first stage's layers are touched).
-  static Result<std::unique_ptr<Coordinator>> Open(const model::Model& model,
+  // first stage's layers are touched); unless options.use_mmap, Open copies the first stage's
+  // matrices into memory (Model::CopyIntoMemory), so `model` must not be in use elsewhere.
+  static Result<std::unique_ptr<Coordinator>> Open(model::Model& model,
                                                    const std::string& model_path,
                                                    const ClusterOptions& options);
   ~Coordinator() override;

@@ -373,18 +373,29 @@ class Session {
       }
     }
     std::shared_ptr<Connection> ctl = Get(&ctl_);
-    uint64_t done = 0, sink = 0;
-    auto last = Clock::now();
-    for (const gguf::TensorInfo* t : mine) {
-      for (uint64_t off = 0; off < t->n_bytes; off += 4096) sink += t->data[off];
-      done += t->n_bytes;
-      if (MsSince(last) > 200 || done == total) {
-        ctl->Send(MsgType::kLoadProgress, net::LoadProgress{done, total, "reading weights from " + *path});
-        last = Clock::now();
+    if (m.use_mmap) {
+      uint64_t done = 0, sink = 0;
+      auto last = Clock::now();
+      for (const gguf::TensorInfo* t : mine) {
+        for (uint64_t off = 0; off < t->n_bytes; off += 4096) sink += t->data[off];
+        done += t->n_bytes;
+        if (MsSince(last) > 200 || done == total) {
+          ctl->Send(MsgType::kLoadProgress, net::LoadProgress{done, total, "reading weights from " + *path});
+          last = Clock::now();
+        }
+        if (finished_) return Status::Ok();
       }
-      if (finished_) return Status::Ok();
+      (void)sink;
+    } else {
+      Status st = model_->CopyIntoMemory(m.layer_begin, m.layer_end, m.layer_end == p.n_layer,
+                                         [&](uint64_t done, uint64_t all) {
+                                           ctl->Send(MsgType::kLoadProgress,
+                                                     net::LoadProgress{done, all, "copying weights from " + *path});
+                                           return !finished_.load();
+                                         });
+      if (st.code() == Code::kCancelled) return Status::Ok();
+      TANDEM_RETURN_IF_ERROR(st);
     }
-    (void)sink;
     const uint64_t kv_bytes = 2ull * m.n_ctx * p.kv_dim() * 2 * (m.layer_end - m.layer_begin);
     const uint64_t budget = w_->info.free_memory;
     if (budget > 0 && total + kv_bytes > budget) {
@@ -401,7 +412,8 @@ class Session {
     ctx_ = std::make_unique<model::Context>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end, copts);
     w_->Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
             std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
-            " MiB weights, " + std::to_string(kv_bytes >> 20) + " MiB KV cache, " +
+            " MiB weights " + (m.use_mmap ? "used from the file map" : "copied into memory") + ", " +
+            std::to_string(kv_bytes >> 20) + " MiB KV cache, " +
             std::to_string(threads) + " threads, weights from " + source + ")");
     net::Loaded loaded{total, kv_bytes, received, source};
     ctl->Send(MsgType::kLoaded, loaded);

@@ -40,6 +40,9 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine(std::move(mp), std::move(t).value(), options));
   const int64_t n_ctx = std::min(options.n_ctx, e->model_->params().n_ctx_train);
   if (options.cluster.workers.empty()) {
+    if (!options.use_mmap) {
+      TANDEM_RETURN_IF_ERROR(e->model_->CopyIntoMemory(0, e->model_->params().n_layer, true));
+    }
     e->exec_ = std::make_unique<dist::LocalExecutor>(*e->model_, n_ctx, options.n_threads,
                                                      options.n_batch, options.context);
   } else {
@@ -47,6 +50,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     c.n_ctx = n_ctx;
     c.threads = options.n_threads;
     c.context = options.context;
+    c.use_mmap = options.use_mmap;
     Result<std::unique_ptr<dist::Coordinator>> co = dist::Coordinator::Open(*e->model_, options.model_path, c);
     if (!co.ok()) return co.status();
     e->exec_ = std::move(*co);

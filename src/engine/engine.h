@@ -27,6 +27,9 @@ struct EngineOptions {
   int n_threads = 2;
   int64_t n_batch = 512;  // prompt tokens per forward call
   model::ContextOptions context;  // flash attention, KV cache types
+  // Compute from the file map (--mmap) instead of copying the weights into memory on huge pages
+  // (the default: decode streams every weight per token, and 4 KiB file pages cost TLB misses).
+  bool use_mmap = false;
   dist::ClusterOptions cluster;   // workers (none: this machine alone) and placement
 };
 

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <cstring>
+
 namespace tandem::model {
 namespace {
 
@@ -100,6 +102,57 @@ Status Model::Bind() {
     TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_up.weight", p.n_embd, p.n_ff, &w.up));
     TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_down.weight", p.n_ff, p.n_embd, &w.down));
   }
+  return Status::Ok();
+}
+
+Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
+                             const std::function<bool(uint64_t, uint64_t)>& progress) {
+  if (layer_begin < 0 || layer_end > params_.n_layer || layer_begin > layer_end) {
+    return Status::InvalidArgument("layer range [" + std::to_string(layer_begin) + ", " +
+                                   std::to_string(layer_end) + ") is outside the model's " +
+                                   std::to_string(params_.n_layer) + " layers");
+  }
+  auto resident = [&](const void* p) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (const LargeBuffer& r : resident_) {
+      if (b >= r.data() && b < r.data() + r.size()) return true;
+    }
+    return false;
+  };
+  std::vector<Matrix*> todo;
+  for (int64_t l = layer_begin; l < layer_end; ++l) {
+    LayerWeights& w = layers[l];
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) {
+      if (!resident(m->data)) todo.push_back(m);
+    }
+  }
+  if (head && !resident(output.data)) todo.push_back(&output);
+  if (todo.empty()) return Status::Ok();
+  constexpr size_t kAlign = 64;
+  auto bytes_of = [](const Matrix& m) { return quant::RowBytes(m.type, m.cols) * static_cast<size_t>(m.rows); };
+  size_t total = 0;
+  for (const Matrix* m : todo) total += (bytes_of(*m) + kAlign - 1) / kAlign * kAlign;
+  TANDEM_ASSIGN_OR_RETURN(LargeBuffer buf, LargeBuffer::Allocate(total));
+  // Copy everything first and repoint only at the end, so that a cancelled copy leaves the
+  // model as it was (reading from the map).
+  std::vector<size_t> offsets;
+  offsets.reserve(todo.size());
+  size_t off = 0, reported = 0;
+  for (Matrix* m : todo) {
+    const size_t n = bytes_of(*m);
+    std::memcpy(buf.data() + off, m->data, n);
+    offsets.push_back(off);
+    off += (n + kAlign - 1) / kAlign * kAlign;
+    if (progress && (off - reported >= (size_t{256} << 20) || off == total)) {
+      reported = off;
+      if (!progress(off, total)) {
+        return Status::Cancelled("copying the weights into memory was cancelled");
+      }
+    }
+  }
+  for (size_t i = 0; i < todo.size(); ++i) todo[i]->data = buf.data() + offsets[i];
+  resident_.push_back(std::move(buf));
+  copied_bytes_ += off;
   return Status::Ok();
 }
 

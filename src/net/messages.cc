@@ -227,6 +227,7 @@ void LoadModel::Encode(Writer& w) const {
   w.U8(static_cast<uint8_t>(cache_v));
   w.U8(flash_attn ? 1 : 0);
   w.U8(last_stage ? 1 : 0);
+  w.U8(use_mmap ? 1 : 0);
 }
 Result<LoadModel> LoadModel::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "LoadModel");
@@ -252,6 +253,7 @@ Result<LoadModel> LoadModel::Decode(std::span<const uint8_t> payload) {
   m.cache_v = static_cast<KvType>(cv);
   p.Bool(&m.flash_attn, "flash_attn");
   p.Bool(&m.last_stage, "last_stage");
+  p.Bool(&m.use_mmap, "use_mmap");
   return Finish(p, m);
 }
 

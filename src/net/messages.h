@@ -113,6 +113,7 @@ struct LoadModel {
   KvType cache_k = KvType::kF16, cache_v = KvType::kF16;
   bool flash_attn = false;
   bool last_stage = false;    // holds the output head
+  bool use_mmap = false;      // compute from the file map instead of a copy on huge pages
   void Encode(Writer& w) const;
   static Result<LoadModel> Decode(std::span<const uint8_t> payload);
 };

@@ -74,10 +74,13 @@ TEST(MessagesTest, HandshakeAndControlRoundTrip) {
   l.layer_end = 9;
   l.n_ctx = 512;
   l.cache_v = KvType::kQ8_0;
+  l.use_mmap = true;
   Result<LoadModel> l2 = LoadModel::Decode(PayloadOf(l));
   ASSERT_TRUE(l2.ok()) << l2.status().ToString();
   EXPECT_EQ(l2->layer_end, 9u);
   EXPECT_EQ(l2->cache_v, KvType::kQ8_0);
+  EXPECT_TRUE(l2->use_mmap);
+  EXPECT_FALSE(l2->last_stage);
 
   ResultMsg r;
   r.request = 2;
