@@ -2,6 +2,11 @@
 
 #include <chrono>
 
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 
 namespace tandem {
 namespace {
@@ -26,6 +31,32 @@ bool SpinFor(int us, Pred pred) {
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   workers_.reserve(n_threads_ - 1);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (n_threads_ > 1 && sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus_.push_back(c);
+    }
+    if (static_cast<int>(cpus_.size()) < n_threads_) cpus_.clear();  // oversubscribed: leave it
+  }
+#endif
+}
+
+void ThreadPool::KeepWorkersOffCallerCpu() {
+#ifdef __linux__
+  if (cpus_.empty()) return;
+  const int cpu = sched_getcpu();
+  if (cpu < 0 || cpu == caller_cpu_) return;
+  caller_cpu_ = cpu;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus_) {
+    if (c != cpu) CPU_SET(c, &set);
+  }
+  if (CPU_COUNT(&set) == 0) return;
+  for (std::thread& t : workers_) pthread_setaffinity_np(t.native_handle(), sizeof set, &set);
+#endif
 }
 
 ThreadPool::~ThreadPool() {
@@ -40,6 +71,7 @@ void ThreadPool::RunJob(Job job) {
     job.call(job.fn, 0, 1);
     return;
   }
+  KeepWorkersOffCallerCpu();
   job_ = job;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_acq_rel);  // publishes job_ and pending_
