@@ -525,6 +525,85 @@ void DotQ6K(int64_t n, const void* w, const void* a, size_t stride, float* out) 
   for (int r = 0; r < NA; ++r) out[r] = Hsum(acc[r]);
 }
 
+#ifdef TANDEM_X86_VNNI
+// Q6_K with 512-bit vectors. One 64-byte load of ql holds, in its low nibbles, elements 0..63 of a
+// 128-element half and, in its high nibbles, elements 64..127; the matching two high bits come from
+// the half's 32 qh bytes broadcast to both 256-bit halves and shifted by a per-half count
+// (kQ6Shl / kQ6Shr). Each 64-element group is one VPDPBUSD against 64 activations (sums of 4
+// products, |D| <= 4 * 63 * 128, so they fit in int16); packing the two groups' D to int16 lets one
+// VPDPWSSD apply the int8 scales, spread to the packed order by one VPERMW. The -32 offset comes
+// off through the activation block sums, as in the 256-bit kernel. Per half and row: 2 VPDPBUSD +
+// 1 pack + 1 VPDPWSSD, where the 256-bit kernel needs 4 VPMADDUBSW + 4 multiply-adds.
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Left shifts per int16 lane for elements 0..31 / 32..63 of a half (qh bits 0-1 / 2-3 to bits 4-5),
+// right shifts for elements 64..95 / 96..127 (bits 4-5 stay, bits 6-7 move down by 2).
+alignas(64) constexpr int16_t kQ6Shl[32] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+alignas(64) constexpr int16_t kQ6Shr[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+// VPERMW indices from the 16 scales (as int16) of a super-block to _mm512_packs_epi32(D_lo, D_hi)
+// order for half h: in 128-bit lane L, four words of D_lo lanes 4L..4L+3 (scale 8h + L) then four of
+// D_hi (scale 8h + 4 + L).
+#define TANDEM_Q6_IDX4(j) j, j, j, j
+#define TANDEM_Q6_IDX(h)                                                                  \
+  {TANDEM_Q6_IDX4(8 * h + 0), TANDEM_Q6_IDX4(8 * h + 4), TANDEM_Q6_IDX4(8 * h + 1),      \
+   TANDEM_Q6_IDX4(8 * h + 5), TANDEM_Q6_IDX4(8 * h + 2), TANDEM_Q6_IDX4(8 * h + 6),      \
+   TANDEM_Q6_IDX4(8 * h + 3), TANDEM_Q6_IDX4(8 * h + 7)}
+alignas(64) constexpr int16_t kQ6ScaleIdx[2][32] = {TANDEM_Q6_IDX(0), TANDEM_Q6_IDX(1)};
+#undef TANDEM_Q6_IDX4
+#undef TANDEM_Q6_IDX
+
+template <int NA>
+void DotQ6KWide(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  const int64_t nb = n / quant::kQKK;
+  __m256 acc[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  const __m512i shl = _mm512_load_si512(kQ6Shl), shr = _mm512_load_si512(kQ6Shr);
+  const __m512i idx0 = _mm512_load_si512(kQ6ScaleIdx[0]), idx1 = _mm512_load_si512(kQ6ScaleIdx[1]);
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ6_K& b = static_cast<const BlockQ6_K*>(w)[i];
+    const float d = H2F(b.d);
+    const __m256i sc_nat = _mm256_cvtepi8_epi16(Load128(b.scales));
+    const __m512i sc16 = _mm512_castsi256_si512(sc_nat);
+    const __m512i scv[2] = {_mm512_permutexvar_epi16(idx0, sc16), _mm512_permutexvar_epi16(idx1, sc16)};
+    __m512i q[2][2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512i v = _mm512_loadu_si512(b.ql + 64 * h);
+      const __m512i hb = _mm512_broadcast_i64x4(Load256(b.qh + 32 * h));
+      q[h][0] = _mm512_or_si512(_mm512_and_si512(v, low4),
+                                _mm512_and_si512(_mm512_sllv_epi16(hb, shl), bits45));
+      q[h][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4),
+                                _mm512_and_si512(_mm512_srlv_epi16(hb, shr), bits45));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_K& y = Row<BlockQ8_K>(a, stride, r)[i];
+      const __m512i z = _mm512_setzero_si512();
+      __m512i t = z;
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i d0 = _mm512_dpbusd_epi32(z, q[h][0], _mm512_loadu_si512(y.qs + 128 * h));
+        const __m512i d1 = _mm512_dpbusd_epi32(z, q[h][1], _mm512_loadu_si512(y.qs + 128 * h + 64));
+        t = _mm512_dpwssd_epi32(t, _mm512_packs_epi32(d0, d1), scv[h]);
+      }
+      __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+      s = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(Load256(y.bsums), sc_nat), 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(s), acc[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) out[r] = Hsum(acc[r]);
+}
+#pragma GCC diagnostic pop
+#endif  // TANDEM_X86_VNNI
+
 // Q2_K: x = d*sc*q - dmin*mn, q two bits, 4-bit sc and mn per 16 elements.
 template <int NA>
 void DotQ2K(int64_t n, const void* w, const void* a, size_t stride, float* out) {
@@ -723,7 +802,11 @@ TANDEM_X86_KERNEL(KQ5_K, (DotK4Wide<true, NA>))
 TANDEM_X86_KERNEL(KQ4_K, (DotK4<false, NA>))
 TANDEM_X86_KERNEL(KQ5_K, (DotK4<true, NA>))
 #endif
+#ifdef TANDEM_X86_VNNI
+TANDEM_X86_KERNEL(KQ6_K, DotQ6KWide<NA>)
+#else
 TANDEM_X86_KERNEL(KQ6_K, DotQ6K<NA>)
+#endif
 #undef TANDEM_X86_KERNEL
 
 template <typename K>
