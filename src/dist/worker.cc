@@ -372,6 +372,15 @@ class Session {
         total += t.n_bytes;
       }
     }
+    // Refuse before reading or copying anything.
+    const uint64_t kv_bytes = 2ull * m.n_ctx * p.kv_dim() * 2 * (m.layer_end - m.layer_begin);
+    const uint64_t budget = w_->info.free_memory;
+    if (budget > 0 && total + kv_bytes > budget) {
+      return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
+                                       std::to_string(m.layer_end - 1) + " need " +
+                                       std::to_string((total + kv_bytes) >> 20) + " MiB but this worker has " +
+                                       std::to_string(budget >> 20) + " MiB");
+    }
     std::shared_ptr<Connection> ctl = Get(&ctl_);
     if (m.use_mmap) {
       uint64_t done = 0, sink = 0;
@@ -395,14 +404,6 @@ class Session {
                                          });
       if (st.code() == Code::kCancelled) return Status::Ok();
       TANDEM_RETURN_IF_ERROR(st);
-    }
-    const uint64_t kv_bytes = 2ull * m.n_ctx * p.kv_dim() * 2 * (m.layer_end - m.layer_begin);
-    const uint64_t budget = w_->info.free_memory;
-    if (budget > 0 && total + kv_bytes > budget) {
-      return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
-                                       std::to_string(m.layer_end - 1) + " need " +
-                                       std::to_string((total + kv_bytes) >> 20) + " MiB but this worker has " +
-                                       std::to_string(budget >> 20) + " MiB");
     }
     model::ContextOptions copts;
     copts.flash_attn = m.flash_attn;
