@@ -44,6 +44,13 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
   return f;
 }
 
+void ReleaseMappedPages(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t begin = (b + page - 1) / page * page, end = (b + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),

@@ -13,6 +13,11 @@
 
 namespace tandem {
 
+// Tells the kernel that this process no longer needs the whole pages inside [p, p + n) of a
+// read-only file mapping: they leave its resident set (they stay in the page cache, and reading
+// them again faults them back in). Advisory; does nothing for other memory or on failure.
+void ReleaseMappedPages(const void* p, size_t n);
+
 class MappedFile {
  public:
   // Maps `path` read-only. An empty file maps to an empty span (no mmap call is made).

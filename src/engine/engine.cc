@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -41,7 +43,30 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   const int64_t n_ctx = std::min(options.n_ctx, e->model_->params().n_ctx_train);
   if (options.cluster.workers.empty()) {
     if (!options.use_mmap) {
-      TANDEM_RETURN_IF_ERROR(e->model_->CopyIntoMemory(0, e->model_->params().n_layer, true));
+      // Progress on stderr (or the cluster log) when the copy is big enough to take a while.
+      auto say = [&](const std::string& line) {
+        if (options.cluster.log) {
+          options.cluster.log(line);
+        } else {
+          std::fprintf(stderr, "tandem: %s\n", line.c_str());
+        }
+      };
+      const auto t0 = std::chrono::steady_clock::now();
+      auto last = t0;
+      TANDEM_RETURN_IF_ERROR(e->model_->CopyIntoMemory(
+          0, e->model_->params().n_layer, true, [&](uint64_t done, uint64_t total) {
+            const auto now = std::chrono::steady_clock::now();
+            if (total >= (uint64_t{1} << 30) && (done == total || now - last > std::chrono::seconds(2))) {
+              last = now;
+              char line[160];
+              std::snprintf(line, sizeof line, "weights copied into memory: %llu / %llu MiB (%.1f s)",
+                            static_cast<unsigned long long>(done >> 20),
+                            static_cast<unsigned long long>(total >> 20),
+                            std::chrono::duration<double>(now - t0).count());
+              say(line);
+            }
+            return true;
+          }));
     }
     e->exec_ = std::make_unique<dist::LocalExecutor>(*e->model_, n_ctx, options.n_threads,
                                                      options.n_batch, options.context);

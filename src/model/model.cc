@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "base/mapped_file.h"
+
 namespace tandem::model {
 namespace {
 
@@ -141,6 +143,10 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
   for (Matrix* m : todo) {
     const size_t n = bytes_of(*m);
     std::memcpy(buf.data() + off, m->data, n);
+    // The copy is what is read from now on: the file pages leave this process's resident set at
+    // once, so that it never holds both (a cancelled copy faults them back in when read). A tied
+    // head is still read as the embedding, so those pages stay.
+    if (!(m == &output && output.data == token_embd.data)) ReleaseMappedPages(m->data, n);
     offsets.push_back(off);
     off += (n + kAlign - 1) / kAlign * kAlign;
     if (progress && (off - reported >= (size_t{256} << 20) || off == total)) {
