@@ -24,8 +24,7 @@
 #include <random>
 #include <string>
 
-#include <sys/mman.h>
-
+#include "base/large_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
@@ -45,36 +44,30 @@ float ReadSlice(const float* p, size_t n) {
   return kernels::Best().f.dot(p, p, static_cast<int64_t>(n));
 }
 
-// Large benchmark buffers: 2 MiB aligned and, where the kernel allows, backed by transparent
-// huge pages (fewer TLB misses while streaming), the same for the bandwidth pass and the weights
-// so that the percentages compare like with like.
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-template <typename T>
-std::unique_ptr<T[], FreeDeleter> AllocLarge(size_t count) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t bytes = (count * sizeof(T) + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, bytes);
-  if (p == nullptr) {
-    std::fprintf(stderr, "matvec_bench: cannot allocate %zu MiB\n", bytes >> 20);
+// Large benchmark buffers: LargeBuffer (2 MiB aligned, transparent huge pages where the kernel
+// allows, as the engine keeps its weights), the same for the bandwidth pass and the weights so
+// that the percentages compare like with like.
+LargeBuffer AllocLarge(size_t bytes) {
+  Result<LargeBuffer> b = LargeBuffer::Allocate(bytes);
+  if (!b.ok()) {
+    std::fprintf(stderr, "matvec_bench: %s\n", b.status().ToString().c_str());
     std::exit(1);
   }
-  ::madvise(p, bytes, MADV_HUGEPAGE);  // advisory: without THP the buffer just has 4 KiB pages
-  return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(p));
+  return std::move(b).value();
 }
 
 struct Buffer {
-  std::unique_ptr<float[], FreeDeleter> data;
+  LargeBuffer mem;
   size_t words = 0;  // floats
+  float* data() const { return reinterpret_cast<float*>(mem.data()); }
 };
 
 Buffer& BandwidthBuffer() {
   static Buffer b = [] {
     Buffer x;
     x.words = kWorkingSetBytes / sizeof(float);
-    x.data = AllocLarge<float>(x.words);
-    for (size_t i = 0; i < x.words; ++i) x.data[i] = static_cast<float>(i % 1000) * 1e-3f;
+    x.mem = AllocLarge(x.words * sizeof(float));
+    for (size_t i = 0; i < x.words; ++i) x.data()[i] = static_cast<float>(i % 1000) * 1e-3f;
     return x;
   }();
   return b;
@@ -86,7 +79,7 @@ double ReadOnce(ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
   pool.Run([&](int t, int n) {
     Range r = SplitRange(static_cast<int64_t>(b.words), t, n, 64);
-    sums[t] = ReadSlice(b.data.get() + r.begin, r.end - r.begin);
+    sums[t] = ReadSlice(b.data() + r.begin, r.end - r.begin);
   });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   benchmark::DoNotOptimize(sums.data());
@@ -142,8 +135,8 @@ void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   const KernelTable& k = kernels::Best();
   const std::vector<uint8_t> one = MakeMatrix(type, rows, cols);
   const size_t copies = std::max<size_t>(2, kWorkingSetBytes / one.size());
-  auto all = AllocLarge<uint8_t>(one.size() * copies);
-  for (size_t c = 0; c < copies; ++c) std::memcpy(all.get() + c * one.size(), one.data(), one.size());
+  LargeBuffer all = AllocLarge(one.size() * copies);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * one.size(), one.data(), one.size());
   std::vector<float> x(cols, 0.5f), y(rows);
   ThreadPool pool(threads);
   kernels::Scratch scratch;
@@ -151,7 +144,7 @@ void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   const double bw_before = BestOf(pool, 3);
   size_t c = 0;
   for (auto _ : state) {
-    kernels::MatVec(k, pool, type, all.get() + c * one.size(), rows, cols, x.data(), y.data(),
+    kernels::MatVec(k, pool, type, all.data() + c * one.size(), rows, cols, x.data(), y.data(),
                     scratch);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
