@@ -119,6 +119,42 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
   }
 }
 
+// A worker runs a Forward of at most 4 tokens on its reader thread when its session is idle, and
+// queues everything else behind the task that runs. Here the first worker holds almost every
+// layer, so the main node's micro-batches of 5, 5 and 2 tokens reach it while it computes: the
+// 2-token one must still wait its turn (run early, it would attend to a cache without its
+// predecessors' rows). Checked to fail (2 runs of 3) when small Forwards jump the queue.
+TEST(PipelineTest, SmallAndLargeMicroBatchesRunInOrder) {
+  const std::string path = Model("tiny-q4_k_m.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  std::vector<float> want_logits, got_logits;
+  std::vector<int32_t> want_tokens, got_tokens;
+  {
+    LocalExecutor local(*m, 64, 1, /*ubatch=*/5);
+    RunAll(local, &want_logits, &want_tokens);
+  }
+  TestWorker a, b;
+  ClusterOptions o;
+  o.workers = {a.addr(), b.addr()};
+  o.n_ctx = 64;
+  o.threads = 1;
+  o.ubatch = 5;  // the 12-token prompt travels as micro-batches of 5, 5 and 2 tokens
+  // One layer on the main node and all but one on the first worker, so the main node sends
+  // faster than that worker computes and micro-batches queue up behind the one running.
+  const int64_t nl = m->params().n_layer;
+  ASSERT_GE(nl, 3);
+  o.plan.layers = "0-0,1-" + std::to_string(nl - 2) + "," + std::to_string(nl - 1) + "-" +
+                  std::to_string(nl - 1);
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  RunAll(**c, &got_logits, &got_tokens);
+  EXPECT_EQ(got_tokens, want_tokens);
+  EXPECT_EQ(got_logits, want_logits);
+}
+
 // Clear, truncate and rerun: the operations a server and speculative decoding need. The
 // pipeline must give exactly what one node gives for the same script.
 std::vector<std::vector<float>> ClearTruncateScript(Executor& e, Status* overflow) {

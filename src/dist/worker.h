@@ -9,10 +9,13 @@
 // with a clear reason while a session runs. An upstream stage attaches to the running session
 // and feeds it Forward frames directly, so activations go stage to stage.
 //
-// Per Forward frame the compute thread applies the truncation, runs the layers and sends the
-// hidden states to the next stage, or (on the last stage) samples and sends the token id (and
-// logits when asked) to the controller. Reader and sender threads per connection keep network
-// I/O off the compute thread; idle threads sleep.
+// Per Forward frame the session applies the truncation, runs the layers and sends the hidden
+// states to the next stage, or (on the last stage) samples and sends the token id (and logits
+// when asked) to the controller. Frames run in arrival order on the session's compute thread,
+// except that a Forward of at most 4 tokens (a decode step) that finds the session idle runs at
+// once on the reader thread that decoded it, which saves a thread wake-up per stage boundary.
+// Reader and sender threads per connection keep network I/O off the compute thread; idle
+// threads sleep.
 //
 // Failures: malformed, oversized or unauthenticated frames close that connection with a logged
 // error; the worker keeps serving. When the controller disconnects the session is freed. The
