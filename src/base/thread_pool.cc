@@ -28,7 +28,8 @@ bool SpinFor(int us, Pred pred) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(new Share[n_threads_]) {
   workers_.reserve(n_threads_ - 1);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 #ifdef __linux__
@@ -100,6 +101,36 @@ void ThreadPool::WorkerLoop(int index) {
     if (stop_.load(std::memory_order_acquire)) return;
     job_.call(job_.fn, index, n_threads_);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+bool ThreadPool::TakeFront(int share, int64_t* b, int64_t* e) {
+  std::atomic<uint64_t>& a = shares_[share].span;
+  uint64_t v = a.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t front = static_cast<int64_t>(v & 0xFFFFFFFFu), back = static_cast<int64_t>(v >> 32);
+    if (front >= back) return false;
+    const int64_t take = (back - front) / 4 > 1 ? (back - front) / 4 : 1;
+    if (a.compare_exchange_weak(v, Pack(front + take, back), std::memory_order_relaxed)) {
+      *b = front;
+      *e = front + take;
+      return true;
+    }
+  }
+}
+
+bool ThreadPool::TakeBack(int share, int64_t* b, int64_t* e) {
+  std::atomic<uint64_t>& a = shares_[share].span;
+  uint64_t v = a.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t front = static_cast<int64_t>(v & 0xFFFFFFFFu), back = static_cast<int64_t>(v >> 32);
+    if (front >= back) return false;
+    const int64_t take = (back - front) / 2 > 1 ? (back - front) / 2 : 1;
+    if (a.compare_exchange_weak(v, Pack(front, back - take), std::memory_order_relaxed)) {
+      *b = back - take;
+      *e = back;
+      return true;
+    }
   }
 }
 

@@ -18,11 +18,20 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <thread>
 #include <vector>
 
 namespace tandem {
+
+// The [begin, end) share of `n` items for thread `index` of `count`, in contiguous chunks whose
+// boundaries are multiples of `granule` (except the end).
+struct Range {
+  int64_t begin;
+  int64_t end;
+};
+Range SplitRange(int64_t n, int index, int count, int64_t granule = 1);
 
 class ThreadPool {
  public:
@@ -44,6 +53,43 @@ class ThreadPool {
             const_cast<void*>(static_cast<const void*>(&fn))});
   }
 
+  // Calls fn(begin, end) on every thread of the pool for pieces that together cover [0, n) once,
+  // piece boundaries on multiples of `granule` (except n). Each thread starts on its own
+  // contiguous share (the one SplitRange gives it), front to back in shrinking pieces; a thread
+  // that runs out takes pieces from the back of the shares still running. A static split makes
+  // every job wait for its slowest thread, and on a shared machine one thread often starts late
+  // (a worker waking from sleep: tens of microseconds on a VM, at the first job of every
+  // pipeline stage) or loses its CPU for a while; here the others absorb it, while each thread
+  // still streams its memory front to back. A few atomic operations per thread and job; no
+  // allocation. Same calling rules as Run().
+  template <typename Fn>
+  void ParallelFor(int64_t n, int64_t granule, Fn&& fn) {
+    if (granule < 1) granule = 1;
+    const int64_t units = (n + granule - 1) / granule;
+    if (n <= 0) return;
+    if (n_threads_ == 1 || units >= (int64_t{1} << 31)) {
+      Run([&](int t, int c) {
+        const Range r = SplitRange(n, t, c, granule);
+        if (r.begin < r.end) fn(r.begin, r.end);
+      });
+      return;
+    }
+    for (int t = 0; t < n_threads_; ++t) {
+      const Range r = SplitRange(units, t, n_threads_, 1);
+      shares_[t].span.store(Pack(r.begin, r.end), std::memory_order_relaxed);
+    }
+    Run([&](int t, int c) {
+      auto run = [&](int64_t ub, int64_t ue) {
+        fn(ub * granule, ue * granule < n ? ue * granule : n);
+      };
+      int64_t b, e;
+      while (TakeFront(t, &b, &e)) run(b, e);
+      for (int k = 1; k < c; ++k) {
+        while (TakeBack((t + k) % c, &b, &e)) run(b, e);
+      }
+    });
+  }
+
   // How long a worker spins after a job before sleeping (default 50 microseconds).
   void set_spin_microseconds(int us) { spin_us_.store(us, std::memory_order_relaxed); }
 
@@ -53,11 +99,24 @@ class ThreadPool {
     void* fn;
   };
   void RunJob(Job job);
+
+  // ParallelFor's shares, in granules: front in the low 32 bits, back (exclusive) in the high.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> span{0};
+  };
+  static uint64_t Pack(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(front) | (static_cast<uint64_t>(back) << 32);
+  }
+  // The owner's next piece: a quarter of what is left of its share, at least one granule.
+  bool TakeFront(int share, int64_t* b, int64_t* e);
+  // Another thread's piece: the back half of what is left.
+  bool TakeBack(int share, int64_t* b, int64_t* e);
   void WorkerLoop(int index);
   void KeepWorkersOffCallerCpu();
 
   const int n_threads_;
   std::vector<std::thread> workers_;
+  std::unique_ptr<Share[]> shares_;
   std::atomic<int> spin_us_{50};
   std::atomic<uint32_t> generation_{0};  // bumped once per job; workers wait on it
   std::atomic<int> pending_{0};          // workers still running the current job
@@ -67,12 +126,5 @@ class ThreadPool {
   int caller_cpu_ = -1;    // the caller's CPU that the workers' masks exclude
 };
 
-// The [begin, end) share of `n` items for thread `index` of `count`, in contiguous chunks whose
-// boundaries are multiples of `granule` (except the end).
-struct Range {
-  int64_t begin;
-  int64_t end;
-};
-Range SplitRange(int64_t n, int index, int count, int64_t granule = 1);
 
 }  // namespace tandem

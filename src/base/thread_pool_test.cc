@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #ifdef __linux__
@@ -57,6 +58,47 @@ TEST(ThreadPoolTest, ResultsAreVisibleToTheCallerAfterRun) {
     pool.Run([&](int t, int) { seen[t] = job; });
     for (int t = 0; t < 3; ++t) ASSERT_EQ(seen[t], job);
   }
+}
+
+TEST(ThreadPoolTest, ParallelForCoversEverythingOnceOnGranules) {
+  for (int threads : {1, 2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 5, 16, 17, 1000, 4099}) {
+      for (int64_t g : {1, 16}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> bad_bounds{0};
+        for (int job = 0; job < 20; ++job) {
+          pool.ParallelFor(n, g, [&](int64_t b, int64_t e) {
+            if (b % g != 0 || (e % g != 0 && e != n) || b >= e || e > n) ++bad_bounds;
+            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+          });
+        }
+        EXPECT_EQ(bad_bounds.load(), 0) << threads << " threads, n " << n << ", granule " << g;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 20) << "item " << i << " of " << n;
+        }
+      }
+    }
+  }
+}
+
+// A thread that stalls on its first piece (as a worker waking late, or a preempted CPU) does not
+// hold up the job: the other thread takes the rest of its share from the back.
+TEST(ThreadPoolTest, ParallelForTakesOverAStalledThreadsShare) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::vector<std::thread::id> by(64);
+  std::atomic<bool> stalled{false};
+  pool.ParallelFor(64, 1, [&](int64_t b, int64_t e) {
+    if (std::this_thread::get_id() == caller && !stalled.exchange(true)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    for (int64_t i = b; i < e; ++i) by[static_cast<size_t>(i)] = std::this_thread::get_id();
+  });
+  int taken = 0;  // items of the caller's share [0, 32) run by the worker
+  for (int i = 0; i < 32; ++i) taken += by[i] != caller;
+  EXPECT_GE(taken, 12) << "the worker ran " << taken << " of the stalled caller's 32 items";
+  for (int i = 32; i < 64; ++i) EXPECT_NE(by[i], caller) << "item " << i;
 }
 
 double CpuSeconds() {

@@ -29,9 +29,8 @@ void MatVec(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
   const size_t row_bytes = quant::RowBytes(wtype, cols);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* a = scratch.act.data();
-  pool.Run([&](int t, int n) {
-    const Range r = SplitRange(rows, t, n, kRowGranule);
-    for (int64_t i = r.begin; i < r.end; ++i) y[i] = dot(cols, wb + i * row_bytes, a);
+  pool.ParallelFor(rows, kRowGranule, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = dot(cols, wb + i * row_bytes, a);
   });
 }
 
