@@ -104,31 +104,17 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
-bool ThreadPool::TakeFront(int share, int64_t* b, int64_t* e) {
+bool ThreadPool::Take(int share, bool owner, int64_t* b, int64_t* e) {
   std::atomic<uint64_t>& a = shares_[share].span;
   uint64_t v = a.load(std::memory_order_relaxed);
   for (;;) {
     const int64_t front = static_cast<int64_t>(v & 0xFFFFFFFFu), back = static_cast<int64_t>(v >> 32);
     if (front >= back) return false;
-    const int64_t take = (back - front) / 4 > 1 ? (back - front) / 4 : 1;
-    if (a.compare_exchange_weak(v, Pack(front + take, back), std::memory_order_relaxed)) {
-      *b = front;
-      *e = front + take;
-      return true;
-    }
-  }
-}
-
-bool ThreadPool::TakeBack(int share, int64_t* b, int64_t* e) {
-  std::atomic<uint64_t>& a = shares_[share].span;
-  uint64_t v = a.load(std::memory_order_relaxed);
-  for (;;) {
-    const int64_t front = static_cast<int64_t>(v & 0xFFFFFFFFu), back = static_cast<int64_t>(v >> 32);
-    if (front >= back) return false;
-    const int64_t take = (back - front) / 2 > 1 ? (back - front) / 2 : 1;
-    if (a.compare_exchange_weak(v, Pack(front, back - take), std::memory_order_relaxed)) {
-      *b = back - take;
-      *e = back;
+    const int64_t part = (back - front) / (owner ? 4 : 2);
+    const int64_t take = part > 1 ? part : 1;
+    *b = owner ? front : back - take;
+    *e = *b + take;
+    if (a.compare_exchange_weak(v, owner ? Pack(*e, back) : Pack(front, *b), std::memory_order_relaxed)) {
       return true;
     }
   }

@@ -83,9 +83,9 @@ class ThreadPool {
         fn(ub * granule, ue * granule < n ? ue * granule : n);
       };
       int64_t b, e;
-      while (TakeFront(t, &b, &e)) run(b, e);
+      while (Take(t, true, &b, &e)) run(b, e);
       for (int k = 1; k < c; ++k) {
-        while (TakeBack((t + k) % c, &b, &e)) run(b, e);
+        while (Take((t + k) % c, false, &b, &e)) run(b, e);
       }
     });
   }
@@ -107,10 +107,9 @@ class ThreadPool {
   static uint64_t Pack(int64_t front, int64_t back) {
     return static_cast<uint64_t>(front) | (static_cast<uint64_t>(back) << 32);
   }
-  // The owner's next piece: a quarter of what is left of its share, at least one granule.
-  bool TakeFront(int share, int64_t* b, int64_t* e);
-  // Another thread's piece: the back half of what is left.
-  bool TakeBack(int share, int64_t* b, int64_t* e);
+  // The next piece [*b, *e) of a share, or false when it is used up: for its owner a quarter of
+  // what is left, from the front; for another thread the back half. At least one granule.
+  bool Take(int share, bool owner, int64_t* b, int64_t* e);
   void WorkerLoop(int index);
   void KeepWorkersOffCallerCpu();
 
