@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/internal.h"
 #include "quant/quant.h"
@@ -153,6 +154,27 @@ inline const T* Row(const void* a, size_t stride, int r) {
 template <int NA>
 inline constexpr int kSlots = NA == 1 ? 4 : (NA == 2 ? 2 : 1);
 
+// Decode (NA == 1) reads each weight once, from DRAM. A quantized kernel does enough work per
+// cache line that the lines it will load next are requested too late: the out-of-order window
+// covers only ~1 KB ahead and the hardware prefetcher does not run far enough ahead to cover
+// the memory latency. So the one-row kernels request the weights kPrefetchBytes ahead of the
+// block they are working on, spread one prefetch per line as they go. Measured on the Zen 5 VM
+// this project develops on (Q4_K 5632x2048 from DRAM, paired runs): 2 KB ahead is slower,
+// 6-12 KB ahead 11-20 % faster, 8 KB the best; 8 KB stays within any L1D of 32 KB or more.
+// Multi-row calls (prompt tiles) reuse each weight row from cache and skip this.
+inline constexpr int kPrefetchBytes = 8192;
+
+// Prefetches the cache lines of `bytes` weight bytes starting kPrefetchBytes past `p` (NA == 1
+// only). Prefetches never fault, so running past the end of the matrix is harmless.
+template <int NA, int kBytes>
+inline void PrefetchAhead(const void* p) {
+  if constexpr (NA == 1 && kPrefetchBytes > 0) {
+    const char* q = static_cast<const char*>(p) + kPrefetchBytes;
+#pragma GCC unroll 8
+    for (int o = 0; o < kBytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T0);
+  }
+}
+
 // ---- 32-element block formats ----
 
 // Q8_0, Q4_0, Q5_0 weights with Q8_0 activations. Kind selects the unpacking.
@@ -170,6 +192,10 @@ inline __m256i BlockQuants(const void* blocks, int64_t i) {
     return _mm256_or_si256(Nibbles32(b.qs), FifthBits(b.qh));
   }
 }
+
+template <Sym K>
+using SymBlock = std::conditional_t<K == Sym::kQ8_0, BlockQ8_0,
+                                    std::conditional_t<K == Sym::kQ4_0, BlockQ4_0, BlockQ5_0>>;
 
 template <Sym K>
 inline float BlockScale(const void* blocks, int64_t i) {
@@ -202,6 +228,7 @@ void DotSym(int64_t n, const void* w, const void* a, size_t stride, float* out) 
   };
   int64_t i = 0;
   for (; i + S <= nb; i += S) {
+    PrefetchAhead<NA, S * sizeof(SymBlock<K>)>(static_cast<const SymBlock<K>*>(w) + i);
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) block(i + s, s);
   }
@@ -248,8 +275,10 @@ void DotAffine(int64_t n, const void* w, const void* a, size_t stride, float* ou
       msum[r] += mw * H2F(y.s);
     }
   };
+  using ABlock = std::conditional_t<kFive, BlockQ5_1, BlockQ4_1>;
   int64_t i = 0;
   for (; i + S <= nb; i += S) {
+    PrefetchAhead<NA, S * sizeof(ABlock)>(static_cast<const ABlock*>(w) + i);
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) block(i + s, s);
   }
@@ -291,7 +320,9 @@ void DotK4(int64_t n, const void* w, const void* a, size_t stride, float* out) {
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) accd[r] = accm[r] = _mm256_setzero_ps();
   const __m256i low4 = _mm256_set1_epi8(0x0F);
+  using KBlock = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   for (int64_t i = 0; i < nb; ++i) {
+    PrefetchAhead<NA, sizeof(KBlock)>(static_cast<const KBlock*>(w) + i);
     const uint8_t* scales;
     const uint8_t* qs;
     const uint8_t* qh = nullptr;
@@ -402,7 +433,9 @@ void DotK4Wide(int64_t n, const void* w, const void* a, size_t stride, float* ou
   const __m512i spread01 = _mm512_load_si512(kK4Spread[0]);
   const __m512i spread23 = _mm512_load_si512(kK4Spread[1]);
   const __m256i mspread = _mm256_load_si256(reinterpret_cast<const __m256i*>(kK4MinSpread));
+  using KBlock = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   for (int64_t i = 0; i < nb; ++i) {
+    PrefetchAhead<NA, sizeof(KBlock)>(static_cast<const KBlock*>(w) + i);
     const uint8_t* scales;
     const uint8_t* qs;
     const uint16_t* dd;  // d, dmin (adjacent fp16)
@@ -478,6 +511,7 @@ void DotQ6K(int64_t n, const void* w, const void* a, size_t stride, float* out) 
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ6_K& b = static_cast<const BlockQ6_K*>(w)[i];
+    PrefetchAhead<NA, sizeof(BlockQ6_K)>(&b);
     const float d = H2F(b.d);
     const __m128i sc8 = Load128(b.scales);
     const __m256i sc_nat = _mm256_cvtepi8_epi16(sc8);
@@ -568,6 +602,7 @@ void DotQ6KWide(int64_t n, const void* w, const void* a, size_t stride, float* o
   const __m512i idx0 = _mm512_load_si512(kQ6ScaleIdx[0]), idx1 = _mm512_load_si512(kQ6ScaleIdx[1]);
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ6_K& b = static_cast<const BlockQ6_K*>(w)[i];
+    PrefetchAhead<NA, sizeof(BlockQ6_K)>(&b);
     const float d = H2F(b.d);
     const __m256i sc_nat = _mm256_cvtepi8_epi16(Load128(b.scales));
     const __m512i sc16 = _mm512_castsi256_si512(sc_nat);
@@ -616,6 +651,7 @@ void DotQ2K(int64_t n, const void* w, const void* a, size_t stride, float* out) 
   const __m256i three = _mm256_set1_epi8(3);
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ2_K& b = static_cast<const BlockQ2_K*>(w)[i];
+    PrefetchAhead<NA, sizeof(BlockQ2_K)>(&b);
     const float d = H2F(b.d), dmin = H2F(b.dmin);
     const __m128i s8 = Load128(b.scales);
     const __m256i sc_eo =
@@ -681,6 +717,7 @@ void DotQ3K(int64_t n, const void* w, const void* a, size_t stride, float* out) 
   const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ3_K& b = static_cast<const BlockQ3_K*>(w)[i];
+    PrefetchAhead<NA, sizeof(BlockQ3_K)>(&b);
     const float d = H2F(b.d);
     const __m128i sc8 = UnpackQ3KScales(b.scales);
     const __m256i sc_nat = _mm256_cvtepi8_epi16(sc8);
@@ -759,8 +796,10 @@ void DotFloat(int64_t n, const void* w, const void* a, size_t stride, float* out
       acc[r][s] = _mm256_fmadd_ps(x, _mm256_loadu_ps(Row<float>(a, stride, r) + i), acc[r][s]);
     }
   };
+  constexpr int kElem = K == Fw::kF32 ? 4 : 2;
   int64_t i = 0;
   for (; i + 8 * S <= n; i += 8 * S) {
+    PrefetchAhead<NA, 8 * S * kElem>(static_cast<const char*>(w) + i * kElem);
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) step(i + 8 * s, s);
   }
