@@ -38,6 +38,8 @@ Output Tandem(const std::string& args) {
   std::stringstream ss;
   ss << e.rdbuf();
   r.err = ss.str();
+  e.close();
+  std::remove(err_path.c_str());
   return r;
 }
 
@@ -63,6 +65,7 @@ TEST(TokenizeCliTest, PiecesOnePerLine) {
   Output r = Tandem("tokenize -m " + Spm() + " -f " + path);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "1\t'<s>'\n15043\t' Hello'\n3186\t' world'\n");
+  std::remove(path.c_str());
 }
 
 TEST(TokenizeCliTest, ErrorsAreOneLine) {
