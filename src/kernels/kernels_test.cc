@@ -78,6 +78,45 @@ TEST(KernelsTest, VecDotMatchesReferenceOnIdenticalBytes) {
   }
 }
 
+// 32-element formats at every block count up to 9 and a few above: the SIMD kernels step over
+// several blocks at a time (pairs of blocks, groups of four), so each leftover path runs here; the
+// multi-row form with up to 3 rows too.
+TEST(KernelsTest, BlockFormatsMatchReferenceAtEveryBlockCount) {
+  const KernelTable& ref = *ForIsa(Isa::kScalar);
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
+                          TensorType::kQ5_1, TensorType::kQ8_0}) {
+    const TensorType act = ref.of(type).act_type;
+    for (int64_t blocks : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 66}) {
+      const int64_t n = blocks * 32;
+      std::vector<float> wf = Random(n, 11 + n);
+      std::vector<uint8_t> w(quant::RowBytes(type, n));
+      quant::ReferenceOps(type)->quantize_row(wf.data(), w.data(), n);
+      const size_t stride = quant::RowBytes(act, n);
+      std::vector<uint8_t> a(stride * 3);
+      float want[3];
+      double tol[3];
+      for (int j = 0; j < 3; ++j) {
+        std::vector<float> xf = Random(n, 12 + n + j, 0.5f);
+        ref.quantize_act[static_cast<uint32_t>(act)](xf.data(), a.data() + j * stride, n);
+        want[j] = ref.of(type).vec_dot(n, w.data(), a.data() + j * stride);
+        tol[j] = 2e-5 * Norm(wf) * Norm(xf) + 1e-6;
+      }
+      for (const KernelTable* t : Available()) {
+        EXPECT_NEAR(t->of(type).vec_dot(n, w.data(), a.data()), want[0], tol[0])
+            << Label(t, type) << " blocks=" << blocks;
+        for (int na = 2; na <= 3; ++na) {
+          float out[3];
+          t->of(type).vec_dot_multi(n, w.data(), a.data(), stride, na, out);
+          for (int j = 0; j < na; ++j) {
+            EXPECT_NEAR(out[j], want[j], tol[j])
+                << Label(t, type) << " blocks=" << blocks << " na=" << na << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Same, on data that drives the quantized values to their extremes: constant-sign rows (largest
 // mins of the affine formats), isolated spikes (most quants at the middle, a few at the ends),
 // and activations that saturate to +-127 (limits of the int16 pair sums in SIMD dots).

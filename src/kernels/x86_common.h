@@ -1,7 +1,8 @@
 // x86 kernels shared by kernels_avx2.cc and kernels_avx512.cc (internal to src/kernels).
 //
-// The kernels work on 256-bit vectors, except the Q4_K / Q5_K dot of the AVX-512 build
-// (DotK4Wide, 512-bit: it must keep up with memory at 4.5 bits per weight). The including file
+// The kernels work on 256-bit vectors, except the Q4_0, Q4_K / Q5_K and Q6_K dots of the AVX-512
+// build (DotQ4_0Wide, DotK4Wide, DotQ6KWide, 512-bit: they must keep up with memory at 4.5 to 6.6
+// bits per weight). The including file
 // chooses how integer dot products are formed: by default with AVX2 maddubs/madd; with
 // TANDEM_X86_VNNI defined (the AVX-512 file, compiled with -mavx512vnni -mavx512vl -mavx512bw)
 // with VPDPBUSD / VPDPWSSD, which fuse the widening multiply-add with the accumulation. All code sits in an unnamed namespace so that each
@@ -240,6 +241,71 @@ void DotSym(int64_t n, const void* w, const void* a, size_t stride, float* out) 
     out[r] = Hsum(t);
   }
 }
+
+#ifdef TANDEM_X86_VNNI
+// Q4_0 with 512-bit vectors, two blocks per vector: the 16 quant bytes of blocks i and i + 1 go
+// to 128-bit lanes (i, i, i + 1, i + 1) and are shifted right by 0 / 4 per lane (kQ4_0Shift), so
+// after masking the lanes hold elements 0..15, 16..31 of block i, then of block i + 1: the order
+// of the two blocks' activation bytes. The bias 8 comes off with a second VPDPBUSD against the
+// activations. The 256-bit DotSym needs the same instructions for one block, and Q4_0 reads so few
+// bytes per weight that those instructions, not memory, set its speed.
+#pragma GCC diagnostic push  // GCC 12's false positive on its own 512-bit intrinsics, as below
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+alignas(64) constexpr int16_t kQ4_0Shift[32] = {0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4,
+                                                0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4};
+
+template <int NA>
+void DotQ4_0Wide(int64_t n, const void* w, const void* a, size_t stride, float* out) {
+  constexpr int S = NA == 1 ? 2 : 1;  // independent accumulators per row
+  const int64_t nb = n / quant::kQK;
+  const BlockQ4_0* wb = static_cast<const BlockQ4_0*>(w);
+  __m512 acc[NA][S];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r)
+    for (int s = 0; s < S; ++s) acc[r][s] = _mm512_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  const __m512i shift = _mm512_load_si512(kQ4_0Shift);
+  const __m512i z = _mm512_setzero_si512();
+  auto pair = [&](int64_t i, int s) __attribute__((always_inline)) {
+    const __m512i x = _mm512_castsi256_si512(_mm256_set_m128i(Load128(wb[i + 1].qs), Load128(wb[i].qs)));
+    const __m512i q = _mm512_and_si512(
+        _mm512_srlv_epi16(_mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(1, 1, 0, 0)), shift), low4);
+    const float d0 = H2F(wb[i].d), d1 = H2F(wb[i + 1].d);
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_0* y = Row<BlockQ8_0>(a, stride, r) + i;
+      const __m512i ya = _mm512_inserti64x4(_mm512_castsi256_si512(Load256(y[0].qs)), Load256(y[1].qs), 1);
+      const __m512i t = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, q, ya), _mm512_dpbusd_epi32(z, eight, ya));
+      const __m512 sc = _mm512_insertf32x8(_mm512_set1_ps(d0 * H2F(y[0].d)),
+                                           _mm256_set1_ps(d1 * H2F(y[1].d)), 1);
+      acc[r][s] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(t), acc[r][s]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 2 * S <= nb; i += 2 * S) {
+    PrefetchAhead<NA, 2 * S * sizeof(BlockQ4_0)>(wb + i);
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) pair(i + 2 * s, s);
+  }
+  for (; i + 2 <= nb; i += 2) pair(i, 0);
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) {
+    __m512 t = acc[r][0];
+    for (int s = 1; s < S; ++s) t = _mm512_add_ps(t, acc[r][s]);
+    const __m256 lo = _mm512_castps512_ps256(t);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1));
+    float sum = Hsum(_mm256_add_ps(lo, hi));
+    if (i < nb) {  // an odd last block
+      const BlockQ8_0& y = Row<BlockQ8_0>(a, stride, r)[i];
+      const __m256i p = DotUSBias(Nibbles32(wb[i].qs), _mm256_set1_epi8(8), Load256(y.qs));
+      sum += H2F(wb[i].d) * H2F(y.d) * static_cast<float>(HsumI(p));
+    }
+    out[r] = sum;
+  }
+}
+#pragma GCC diagnostic pop
+#endif  // TANDEM_X86_VNNI
 
 // Q4_1, Q5_1 weights (x = d*u + m) with Q8_1 activations.
 template <bool kFive, int NA>
@@ -827,7 +893,11 @@ void DotFloat(int64_t n, const void* w, const void* a, size_t stride, float* out
 TANDEM_X86_KERNEL(KF32, (DotFloat<Fw::kF32, NA>))
 TANDEM_X86_KERNEL(KF16, (DotFloat<Fw::kF16, NA>))
 TANDEM_X86_KERNEL(KBF16, (DotFloat<Fw::kBF16, NA>))
+#ifdef TANDEM_X86_VNNI
+TANDEM_X86_KERNEL(KQ4_0, DotQ4_0Wide<NA>)
+#else
 TANDEM_X86_KERNEL(KQ4_0, (DotSym<Sym::kQ4_0, NA>))
+#endif
 TANDEM_X86_KERNEL(KQ5_0, (DotSym<Sym::kQ5_0, NA>))
 TANDEM_X86_KERNEL(KQ8_0, (DotSym<Sym::kQ8_0, NA>))
 TANDEM_X86_KERNEL(KQ4_1, (DotAffine<false, NA>))
