@@ -176,6 +176,23 @@ inline void PrefetchAhead(const void* p) {
   }
 }
 
+// The main loop of the kernels that keep S accumulator slots per row: step(i, s) for i = 0, kStep,
+// 2 * kStep, ... < count, in groups of S consecutive steps (slot s within the group, so each slot's
+// chain is independent), each group's weights prefetched ahead (a step covers kStepBytes weight
+// bytes from `w`), then whole steps left over one at a time into slot 0. Returns the first index
+// not run: a kernel whose count is not a multiple of kStep finishes the rest itself.
+template <int NA, int S, int64_t kStep, int kStepBytes, typename Step>
+__attribute__((always_inline)) inline int64_t ForEachStep(int64_t count, const void* w, Step&& step) {
+  int64_t i = 0;
+  for (; i + S * kStep <= count; i += S * kStep) {
+    PrefetchAhead<NA, S * kStepBytes>(static_cast<const char*>(w) + i / kStep * kStepBytes);
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) step(i + s * kStep, s);
+  }
+  for (; i + kStep <= count; i += kStep) step(i, 0);
+  return i;
+}
+
 // ---- 32-element block formats ----
 
 // Q8_0, Q4_0, Q5_0 weights with Q8_0 activations. Kind selects the unpacking.
@@ -227,13 +244,7 @@ void DotSym(int64_t n, const void* w, const void* a, size_t stride, float* out) 
       acc[r][s] = _mm256_fmadd_ps(_mm256_set1_ps(dw * H2F(y.d)), _mm256_cvtepi32_ps(p), acc[r][s]);
     }
   };
-  int64_t i = 0;
-  for (; i + S <= nb; i += S) {
-    PrefetchAhead<NA, S * sizeof(SymBlock<K>)>(static_cast<const SymBlock<K>*>(w) + i);
-#pragma GCC unroll 4
-    for (int s = 0; s < S; ++s) block(i + s, s);
-  }
-  for (; i < nb; ++i) block(i, 0);
+  ForEachStep<NA, S, 1, sizeof(SymBlock<K>)>(nb, w, block);
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) {
     __m256 t = acc[r][0];
@@ -282,13 +293,7 @@ void DotQ4_0Wide(int64_t n, const void* w, const void* a, size_t stride, float* 
       acc[r][s] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(t), acc[r][s]);
     }
   };
-  int64_t i = 0;
-  for (; i + 2 * S <= nb; i += 2 * S) {
-    PrefetchAhead<NA, 2 * S * sizeof(BlockQ4_0)>(wb + i);
-#pragma GCC unroll 2
-    for (int s = 0; s < S; ++s) pair(i + 2 * s, s);
-  }
-  for (; i + 2 <= nb; i += 2) pair(i, 0);
+  const int64_t i = ForEachStep<NA, S, 2, 2 * sizeof(BlockQ4_0)>(nb, w, pair);
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) {
     __m512 t = acc[r][0];
@@ -341,14 +346,7 @@ void DotAffine(int64_t n, const void* w, const void* a, size_t stride, float* ou
       msum[r] += mw * H2F(y.s);
     }
   };
-  using ABlock = std::conditional_t<kFive, BlockQ5_1, BlockQ4_1>;
-  int64_t i = 0;
-  for (; i + S <= nb; i += S) {
-    PrefetchAhead<NA, S * sizeof(ABlock)>(static_cast<const ABlock*>(w) + i);
-#pragma GCC unroll 4
-    for (int s = 0; s < S; ++s) block(i + s, s);
-  }
-  for (; i < nb; ++i) block(i, 0);
+  ForEachStep<NA, S, 1, sizeof(std::conditional_t<kFive, BlockQ5_1, BlockQ4_1>)>(nb, w, block);
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) {
     __m256 t = acc[r][0];
@@ -863,13 +861,7 @@ void DotFloat(int64_t n, const void* w, const void* a, size_t stride, float* out
     }
   };
   constexpr int kElem = K == Fw::kF32 ? 4 : 2;
-  int64_t i = 0;
-  for (; i + 8 * S <= n; i += 8 * S) {
-    PrefetchAhead<NA, 8 * S * kElem>(static_cast<const char*>(w) + i * kElem);
-#pragma GCC unroll 4
-    for (int s = 0; s < S; ++s) step(i + 8 * s, s);
-  }
-  for (; i + 8 <= n; i += 8) step(i, 0);
+  const int64_t i = ForEachStep<NA, S, 8, 8 * kElem>(n, w, step);
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) {
     __m256 t = acc[r][0];
