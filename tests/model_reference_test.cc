@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
+#include "gguf/reader.h"
 #include "model/forward.h"
+#include "model/params.h"
 #include "test_support.h"
 
 namespace tandem {
@@ -73,6 +76,27 @@ std::vector<std::vector<float>> Rows(const float* logits, int64_t n, int64_t n_v
   return rows;
 }
 
+// Loads a reference model. A file whose architecture the engine refuses (kUnsupported naming an
+// architecture outside model::IsSupportedArchitecture: gemma3 and qwen3moe until issue #18) is
+// reported by name and skipped, with *skipped set; any other failure fails the test.
+std::optional<model::Model> LoadOrSkipRefused(const std::string& name, bool* skipped) {
+  *skipped = false;
+  const std::string path = (SharedDir() / "reference/models" / name).string();
+  Result<model::Model> m = model::Model::Load(path);
+  if (m.ok()) return std::move(*m);
+  Result<gguf::GgufFile> f = gguf::GgufFile::Open(path);
+  Result<std::string> arch = f.ok() ? f->GetString("general.architecture") : Result<std::string>(f.status());
+  if (m.status().code() == Code::kUnsupported && arch.ok() && !model::IsSupportedArchitecture(*arch) &&
+      m.status().message().find("'" + *arch + "'") != std::string::npos) {
+    std::printf("SKIP %s: architecture '%s' is refused by the engine (%s)\n", name.c_str(),
+                arch->c_str(), m.status().ToString().c_str());
+    *skipped = true;
+    return std::nullopt;
+  }
+  ADD_FAILURE() << name << ": " << m.status().ToString();
+  return std::nullopt;
+}
+
 // How a run of the reference files is configured.
 struct RunSpec {
   model::ContextOptions options;        // flash attention, KV cache types
@@ -99,8 +123,10 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     SCOPED_TRACE(file);
     const bool is_float = IsFloatModel(model_name);
     if (is_float != float_models) continue;
-    Result<model::Model> m = model::Model::Load((SharedDir() / "reference/models" / model_name).string());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    bool skipped = false;
+    std::optional<model::Model> m = LoadOrSkipRefused(model_name, &skipped);
+    if (skipped) continue;
+    ASSERT_TRUE(m.has_value());
     if (!model::CheckContextOptions(m->params(), spec.options).ok()) continue;
     const std::vector<int32_t> tokens = j["prompt_tokens"].get<std::vector<int32_t>>();
     const std::vector<std::vector<float>> ref = j["logits"].get<std::vector<std::vector<float>>>();

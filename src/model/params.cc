@@ -13,6 +13,12 @@ Result<int64_t> Positive(const gguf::GgufFile& f, const std::string& key) {
 
 }  // namespace
 
+const char* const kSupportedArchitectures = "llama, qwen2, qwen3";
+
+bool IsSupportedArchitecture(std::string_view arch) {
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3";
+}
+
 Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
   ModelParams p;
   TANDEM_ASSIGN_OR_RETURN(p.arch, f.GetString("general.architecture"));
@@ -26,7 +32,7 @@ Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
     p.qk_norm = true;
   } else {
     return Status::Unsupported("architecture '" + p.arch +
-                               "' is not supported (supported: llama, qwen2, qwen3)");
+                               "' is not supported (supported: " + kSupportedArchitectures + ")");
   }
   const std::string a = p.arch + ".";
   TANDEM_ASSIGN_OR_RETURN(p.n_layer, Positive(f, a + "block_count"));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -32,6 +33,11 @@ struct ModelParams {
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
 };
+
+// The architectures (general.architecture) this engine runs, and whether `arch` is one of them.
+// ReadParams refuses every other one with kUnsupported, naming it.
+extern const char* const kSupportedArchitectures;  // "llama, qwen2, qwen3", for messages
+bool IsSupportedArchitecture(std::string_view arch);
 
 // Reads and checks the hyperparameters. Unsupported architectures are an error naming them and
 // the supported ones.
