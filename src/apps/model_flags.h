@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/sys.h"
 #include "engine/engine.h"
 #include "sampling/sampler.h"
 
@@ -15,7 +16,7 @@ namespace tandem::apps {
 struct ModelFlags {
   std::string model;
   int64_t n_ctx = 4096;
-  int threads = 2;
+  int threads = sys::DefaultThreadCount();  // physical cores (performance cores on Apple Silicon)
   int64_t n_batch = 512;
   bool flash_attn = false;
   bool use_mmap = false;

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "base/sys.h"
+
 namespace tandem {
 namespace {
 constexpr size_t kHuge = size_t{2} << 20;
@@ -28,7 +30,7 @@ Result<LargeBuffer> LargeBuffer::Allocate(size_t bytes) {
   const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge;
   b.data_ = reinterpret_cast<uint8_t*>(a);
   b.size_ = size;
-  ::madvise(b.data_, b.size_, MADV_HUGEPAGE);  // advisory: without THP the pages are just 4 KiB
+  sys::AdviseHugePages(b.data_, b.size_);  // advisory: without THP the pages are just 4 KiB
   return b;
 }
 

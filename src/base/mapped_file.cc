@@ -9,6 +9,8 @@
 #include <cstring>
 #include <utility>
 
+#include "base/sys.h"
+
 namespace tandem {
 
 Result<MappedFile> MappedFile::Open(const std::string& path) {
@@ -45,7 +47,7 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
 }
 
 void ReleaseMappedPages(const void* p, size_t n) {
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t page = static_cast<uintptr_t>(sys::PageSize());
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);
   const uintptr_t begin = (b + page - 1) / page * page, end = (b + n) / page * page;
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);

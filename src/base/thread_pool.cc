@@ -2,11 +2,7 @@
 
 #include <chrono>
 
-#ifdef __linux__
-#include <pthread.h>
-#include <sched.h>
-#endif
-
+#include "base/sys.h"
 
 namespace tandem {
 namespace {
@@ -32,32 +28,24 @@ ThreadPool::ThreadPool(int n_threads)
     : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(new Share[n_threads_]) {
   workers_.reserve(n_threads_ - 1);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
-#ifdef __linux__
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (n_threads_ > 1 && sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus_.push_back(c);
-    }
+  if (n_threads_ > 1) {
+    cpus_ = sys::CallingThreadCpus();  // empty where threads are not placed by CPU (macOS)
     if (static_cast<int>(cpus_.size()) < n_threads_) cpus_.clear();  // oversubscribed: leave it
+    others_.reserve(cpus_.size());
   }
-#endif
 }
 
 void ThreadPool::KeepWorkersOffCallerCpu() {
-#ifdef __linux__
   if (cpus_.empty()) return;
-  const int cpu = sched_getcpu();
+  const int cpu = sys::CurrentCpu();
   if (cpu < 0 || cpu == caller_cpu_) return;
   caller_cpu_ = cpu;
-  cpu_set_t set;
-  CPU_ZERO(&set);
+  others_.clear();  // capacity reserved at construction: a job never allocates here
   for (int c : cpus_) {
-    if (c != cpu) CPU_SET(c, &set);
+    if (c != cpu) others_.push_back(c);
   }
-  if (CPU_COUNT(&set) == 0) return;
-  for (std::thread& t : workers_) pthread_setaffinity_np(t.native_handle(), sizeof set, &set);
-#endif
+  if (others_.empty()) return;
+  for (std::thread& t : workers_) sys::SetThreadCpus(t, others_);
 }
 
 ThreadPool::~ThreadPool() {
@@ -89,6 +77,7 @@ void ThreadPool::RunJob(Job job) {
 }
 
 void ThreadPool::WorkerLoop(int index) {
+  sys::PreferPerformanceCores();
   uint32_t seen = 0;  // the generation before any job: a worker that starts late still runs job 1
   while (true) {
     const int spin = spin_us_.load(std::memory_order_relaxed);

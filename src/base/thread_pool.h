@@ -11,6 +11,8 @@
 // CPU and keeps it there, so the two halves of every job run one after the other: measured in a
 // pipeline stage that had been idle ~20 ms, 90 % of jobs started on the caller's CPU and the stage
 // computed 70 % slower. Nothing is pinned to one CPU, and with more threads than CPUs nothing is set.
+// Placement (macOS): threads are not tied to CPUs there; each worker asks for the user-interactive
+// QoS class, which keeps it on performance cores (sys::PreferPerformanceCores).
 //
 // Thread safety: Run() may be called by one thread at a time (it is not reentrant: `fn` must not
 // call Run on the same pool). Construction and destruction are not concurrent with Run().
@@ -123,6 +125,7 @@ class ThreadPool {
   Job job_{nullptr, nullptr};
   std::vector<int> cpus_;  // CPUs this process may run on, when there are at least n_threads
   int caller_cpu_ = -1;    // the caller's CPU that the workers' masks exclude
+  std::vector<int> others_;  // cpus_ without caller_cpu_ (reused, so jobs do not allocate)
 };
 
 

@@ -3,16 +3,14 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <numeric>
 #include <thread>
 #include <vector>
 
-#ifdef __linux__
-#include <pthread.h>
-#include <sched.h>
-#endif
+#include "base/sys.h"
 
 namespace tandem {
 namespace {
@@ -117,55 +115,42 @@ TEST(ThreadPoolTest, IdlePoolDoesNotBurnCpu) {
   EXPECT_LT(used, 0.05) << "idle workers used " << used << " s of CPU in 0.3 s";
 }
 
-#ifdef __linux__
 // The workers are kept off the caller's CPU (see thread_pool.h): with the caller held on one CPU,
-// a worker's own affinity mask, read inside the job, leaves that CPU out and keeps every other
-// one; when the caller moves, the masks follow. With more threads than CPUs nothing is changed.
+// a worker's own CPU set, read inside the job, leaves that CPU out and keeps every other one; when
+// the caller moves, the sets follow. With more threads than CPUs nothing is changed.
 TEST(ThreadPoolTest, WorkersKeepOffTheCallersCpu) {
-  cpu_set_t all;
-  CPU_ZERO(&all);
-  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof all, &all), 0);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &all)) cpus.push_back(c);
-  }
+  if (!sys::PlacesThreadsByCpu()) GTEST_SKIP() << sys::SystemName() << " places threads by QoS";
+  const std::vector<int> cpus = sys::CallingThreadCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << cpus.size();
-  auto hold_caller_on = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+  auto contains = [](const std::vector<int>& v, int c) {
+    return std::find(v.begin(), v.end(), c) != v.end();
   };
-  // Each worker's mask, as the worker itself sees it during a job.
-  auto worker_masks = [](ThreadPool& pool) {
-    std::vector<cpu_set_t> masks(pool.size());
-    pool.Run([&](int t, int) {
-      CPU_ZERO(&masks[t]);
-      sched_getaffinity(0, sizeof masks[t], &masks[t]);
-    });
-    return masks;
+  // Each worker's CPU set, as the worker itself sees it during a job.
+  auto worker_cpus = [](ThreadPool& pool) {
+    std::vector<std::vector<int>> sets(pool.size());
+    pool.Run([&](int t, int) { sets[t] = sys::CallingThreadCpus(); });
+    return sets;
   };
   {
     ThreadPool pool(2);
     for (int caller : {cpus[0], cpus[1], cpus[0]}) {
-      hold_caller_on(caller);
-      const std::vector<cpu_set_t> masks = worker_masks(pool);
-      EXPECT_FALSE(CPU_ISSET(caller, &masks[1])) << "caller on CPU " << caller;
+      ASSERT_TRUE(sys::SetCallingThreadCpus({caller}));
+      const std::vector<std::vector<int>> sets = worker_cpus(pool);
+      EXPECT_FALSE(contains(sets[1], caller)) << "caller on CPU " << caller;
       for (int c : cpus) {
         if (c != caller) {
-          EXPECT_TRUE(CPU_ISSET(c, &masks[1])) << "CPU " << c << ", caller on " << caller;
+          EXPECT_TRUE(contains(sets[1], c)) << "CPU " << c << ", caller on " << caller;
         }
       }
     }
   }
-  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof all, &all), 0);
+  ASSERT_TRUE(sys::SetCallingThreadCpus(cpus));
   {
-    ThreadPool pool(static_cast<int>(cpus.size()) + 1);  // oversubscribed: masks untouched
-    const std::vector<cpu_set_t> masks = worker_masks(pool);
-    for (int t = 1; t < pool.size(); ++t) EXPECT_TRUE(CPU_EQUAL(&masks[t], &all)) << "worker " << t;
+    ThreadPool pool(static_cast<int>(cpus.size()) + 1);  // oversubscribed: sets untouched
+    const std::vector<std::vector<int>> sets = worker_cpus(pool);
+    for (int t = 1; t < pool.size(); ++t) EXPECT_EQ(sets[t], cpus) << "worker " << t;
   }
 }
-#endif
 
 }  // namespace
 }  // namespace tandem

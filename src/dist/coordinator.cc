@@ -10,9 +10,9 @@
 #include <mutex>
 #include <thread>
 
+#include "base/sys.h"
 #include "dist/model_files.h"
 #include "dist/wire.h"
-#include "dist/worker.h"
 #include "net/socket.h"
 
 namespace tandem::dist {
@@ -256,7 +256,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   // Connect and authenticate.
   std::vector<net::Socket> sockets;
   std::vector<std::pair<std::string, uint16_t>> addrs;
-  m.nodes.push_back({"main (this machine)", AvailableMemory()});
+  m.nodes.push_back({"main (this machine)", sys::Memory().available});
   for (const std::string& w : o.workers) {
     std::string host;
     uint16_t port = 0;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/sys.h"
 #include "dist/executor.h"
 #include "dist/model_files.h"
 #include "dist/wire.h"
@@ -74,17 +75,6 @@ struct Task {
 };
 
 }  // namespace
-
-uint64_t AvailableMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024;
-  }
-  return 0;
-}
 
 class Session;
 
@@ -740,7 +730,7 @@ Result<std::unique_ptr<Worker>> Worker::Start(WorkerOptions o) {
   impl->info.name = host;
   impl->info.cpu_features = kernels::IsaName(kernels::Best().isa);
   impl->info.threads = static_cast<uint32_t>(o.threads);
-  impl->info.free_memory = o.mem_bytes > 0 ? o.mem_bytes : AvailableMemory();
+  impl->info.free_memory = o.mem_bytes > 0 ? o.mem_bytes : sys::Memory().available;
   impl->info.matvec_gbps = MeasureMatvec(o.threads);
   impl->o = std::move(o);
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));

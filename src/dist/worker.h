@@ -32,6 +32,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/sys.h"
 #include "net/auth.h"
 #include "net/messages.h"
 #include "net/socket.h"
@@ -41,7 +42,7 @@ namespace tandem::dist {
 struct WorkerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = net::kDefaultPort;
-  int threads = 2;
+  int threads = sys::DefaultThreadCount();  // physical cores (performance cores on Apple Silicon)
   uint64_t mem_bytes = 0;      // 0: the machine's available memory
   std::string model_path;      // local copy of the model (-m)
   std::string models_dir;      // where to look for a copy by content
@@ -73,8 +74,5 @@ class Worker {
   explicit Worker(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Bytes of memory available to a new process (MemAvailable), 0 if unknown.
-uint64_t AvailableMemory();
 
 }  // namespace tandem::dist

@@ -1,12 +1,8 @@
 // CPU feature detection and the choice of kernel table. The only place that asks the CPU.
 #include <mutex>
 
+#include "base/sys.h"
 #include "kernels/internal.h"
-
-#if defined(__aarch64__) && defined(__linux__)
-#include <asm/hwcap.h>
-#include <sys/auxv.h>
-#endif
 
 namespace tandem::kernels {
 namespace {
@@ -27,11 +23,7 @@ CpuFeatures Detect() {
   c.avxvnni = __builtin_cpu_supports("avxvnni");
 #elif defined(__aarch64__)
   c.neon = true;  // Advanced SIMD is part of the ARMv8-A base
-#if defined(__linux__)
-  c.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-#elif defined(__APPLE__)
-  c.dotprod = true;  // every Apple Silicon core has the dot-product extension
-#endif
+  c.dotprod = sys::ArmHasDotProd();  // Linux: HWCAP_ASIMDDP; macOS: hw.optional.arm.FEAT_DotProd
 #endif
   return c;
 }

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/sys.h"
+
 namespace tandem::net {
 namespace {
 
@@ -83,7 +85,7 @@ Result<Socket> Socket::Connect(const std::string& host, uint16_t port, int timeo
   }
   std::string last = "no address";
   for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    Socket s(sys::OpenSocket(a->ai_family, a->ai_socktype, a->ai_protocol, /*nonblocking=*/true));
     if (!s.valid()) {
       last = Errno("socket");
       continue;
@@ -121,7 +123,7 @@ Result<Socket> Socket::Connect(const std::string& host, uint16_t port, int timeo
 Status Socket::SendAll(std::span<const uint8_t> b) {
   size_t off = 0;
   while (off < b.size()) {
-    const ssize_t n = ::send(fd_, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+    const ssize_t n = sys::SendNoSignal(fd_, b.data() + off, b.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::IOError(Errno("send"));
@@ -166,7 +168,7 @@ Result<Listener> Listener::Bind(const std::string& host, uint16_t port) {
   }
   std::string last = "no address";
   for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    Socket s(sys::OpenSocket(a->ai_family, a->ai_socktype, a->ai_protocol, /*nonblocking=*/false));
     if (!s.valid()) continue;
     int one = 1;
     setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -193,7 +195,7 @@ Result<Socket> Listener::Accept(int timeout_ms) {
   const int rc = ::poll(&p, 1, timeout_ms);
   if (rc == 0 || (rc < 0 && errno == EINTR)) return Status::NotFound("no connection");
   if (rc < 0) return Status::IOError(Errno("poll"));
-  const int fd = ::accept4(sock_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  const int fd = sys::AcceptSocket(sock_.fd());
   if (fd < 0) return Status::IOError(Errno("accept"));
   Tune(fd);
   return Socket(fd);

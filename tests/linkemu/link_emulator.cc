@@ -6,8 +6,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +23,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "base/sys.h"
 
 namespace tandem::linkemu {
 namespace {
@@ -66,25 +66,23 @@ Status PrepareSocket(int fd) {
   return Status::Ok();
 }
 
-// Makes an eventfd readable for good (a level-triggered "something happened" flag for poll).
-void Signal(int evfd) {
+// Makes a wake flag readable until drained (a level-triggered "something happened" flag for poll).
+void Signal(const sys::WakeFd& w) {
   const uint64_t one = 1;
   ssize_t r;
   do {
-    r = ::write(evfd, &one, sizeof(one));
+    r = ::write(w.write_fd, &one, sizeof(one));
   } while (r < 0 && errno == EINTR);
 }
 
-void Drain(int evfd) {
+void Drain(const sys::WakeFd& w) {
   uint64_t v;
-  while (::read(evfd, &v, sizeof(v)) > 0) {
+  while (::read(w.read_fd, &v, sizeof(v)) > 0) {
   }
 }
 
 // Sleeping threads wake within microseconds of their deadline instead of the default 50 us slack.
-void UsePreciseTimers() {
-  ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-}
+void UsePreciseTimers() { sys::UsePreciseTimers(); }
 
 struct Resolved {
   std::vector<std::pair<sockaddr_storage, socklen_t>> addrs;
@@ -120,7 +118,7 @@ struct Shared {
   LinkConfig cfg;  // guarded by cfg_mu
   std::atomic<bool> stalled{false};
   std::atomic<uint64_t> bytes{0};
-  int reap_fd = -1;  // eventfd signalled when a connection's threads have all ended
+  sys::WakeFd reap;  // signalled when a connection's threads have all ended
 
   LinkConfig config() const {
     std::lock_guard<std::mutex> lk(cfg_mu);
@@ -172,17 +170,17 @@ namespace {
 class Connection {
  public:
   static Result<std::unique_ptr<Connection>> Create(Shared* shared, int client_fd, int target_fd) {
-    const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake < 0) {
+    sys::WakeFd wake;
+    if (!sys::OpenWakeFd(&wake)) {
       const int err = errno;
-      return Status::IOError(ErrnoMessage("eventfd", err));
+      return Status::IOError(ErrnoMessage("wake flag", err));
     }
     return std::unique_ptr<Connection>(new Connection(shared, client_fd, target_fd, wake));
   }
 
   ~Connection() {
     JoinAndClose();
-    CloseFd(wake_fd_);
+    sys::CloseWakeFd(&wake_);
   }
 
   // Starts the threads. On failure the connection is aborted and nothing is left running.
@@ -212,7 +210,7 @@ class Connection {
   // Stops all four threads promptly; the sockets will be closed with a reset.
   void Abort() {
     aborted_.store(true);
-    Signal(wake_fd_);
+    Signal(wake_);
     Wake();
   }
 
@@ -242,8 +240,8 @@ class Connection {
   }
 
  private:
-  Connection(Shared* shared, int client_fd, int target_fd, int wake_fd)
-      : shared_(shared), client_fd_(client_fd), target_fd_(target_fd), wake_fd_(wake_fd) {
+  Connection(Shared* shared, int client_fd, int target_fd, sys::WakeFd wake)
+      : shared_(shared), client_fd_(client_fd), target_fd_(target_fd), wake_(wake) {
     up_.src = client_fd;
     up_.dst = target_fd;
     down_.src = target_fd;
@@ -255,7 +253,7 @@ class Connection {
   void ThreadEnded() {
     if (live_.fetch_sub(1) == 1) {
       done_.store(true);
-      Signal(shared_->reap_fd);
+      Signal(shared_->reap);
     }
   }
 
@@ -295,7 +293,7 @@ class Connection {
         });
         if (aborted_.load()) break;
       }
-      std::array<pollfd, 2> fds{{{d.src, POLLIN, 0}, {wake_fd_, POLLIN, 0}}};
+      std::array<pollfd, 2> fds{{{d.src, POLLIN, 0}, {wake_.read_fd, POLLIN, 0}}};
       const int pr = ::poll(fds.data(), fds.size(), -1);
       if (pr < 0) {
         if (errno == EINTR) continue;
@@ -329,7 +327,7 @@ class Connection {
   // Writes all of `data` to `fd`, waiting for room; false on error or abort.
   bool WriteAll(int fd, const char* data, size_t n) {
     while (n > 0) {
-      const ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
+      const ssize_t w = sys::SendNoSignal(fd, data, n);
       if (w > 0) {
         data += w;
         n -= static_cast<size_t>(w);
@@ -338,7 +336,7 @@ class Connection {
       }
       if (w < 0 && errno == EINTR) continue;
       if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return false;
-      std::array<pollfd, 2> fds{{{fd, POLLOUT, 0}, {wake_fd_, POLLIN, 0}}};
+      std::array<pollfd, 2> fds{{{fd, POLLOUT, 0}, {wake_.read_fd, POLLIN, 0}}};
       const int pr = ::poll(fds.data(), fds.size(), -1);
       if (pr < 0 && errno != EINTR) return false;
       if (fds[1].revents != 0) return false;
@@ -390,7 +388,7 @@ class Connection {
   Shared* const shared_;
   int client_fd_;
   int target_fd_;
-  int wake_fd_;  // eventfd, readable once aborted
+  sys::WakeFd wake_;  // readable once aborted
   std::atomic<bool> aborted_{false};
   std::atomic<bool> done_{false};
   std::atomic<int> live_{0};
@@ -404,7 +402,7 @@ class Connection {
 struct LinkEmulator::Impl {
   Shared shared;
   int listen_fd = -1;
-  int stop_fd = -1;  // eventfd, readable once Stop() began
+  sys::WakeFd stop;  // readable once Stop() began
   Resolved target;
   std::thread acceptor;
 
@@ -414,14 +412,14 @@ struct LinkEmulator::Impl {
 
   ~Impl() {
     CloseFd(listen_fd);
-    CloseFd(stop_fd);
-    CloseFd(shared.reap_fd);
+    sys::CloseWakeFd(&stop);
+    sys::CloseWakeFd(&shared.reap);
   }
 
   // Connects to the target within kConnectTimeoutMs (or until Stop()); -1 on failure.
   int ConnectTarget() {
     for (const auto& [addr, len] : target.addrs) {
-      const int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const int fd = sys::OpenSocket(addr.ss_family, SOCK_STREAM, 0, /*nonblocking=*/false);
       if (fd < 0) continue;
       int sfd = fd;
       if (!PrepareSocket(sfd).ok()) {
@@ -433,7 +431,7 @@ struct LinkEmulator::Impl {
         CloseFd(sfd);
         continue;
       }
-      std::array<pollfd, 2> fds{{{sfd, POLLOUT, 0}, {stop_fd, POLLIN, 0}}};
+      std::array<pollfd, 2> fds{{{sfd, POLLOUT, 0}, {stop.read_fd, POLLIN, 0}}};
       int pr;
       do {
         pr = ::poll(fds.data(), fds.size(), kConnectTimeoutMs);
@@ -490,7 +488,7 @@ struct LinkEmulator::Impl {
   void AcceptLoop() {
     while (true) {
       std::array<pollfd, 3> fds{
-          {{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}, {shared.reap_fd, POLLIN, 0}}};
+          {{listen_fd, POLLIN, 0}, {stop.read_fd, POLLIN, 0}, {shared.reap.read_fd, POLLIN, 0}}};
       if (::poll(fds.data(), fds.size(), -1) < 0) {
         if (errno == EINTR) continue;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -498,12 +496,12 @@ struct LinkEmulator::Impl {
       }
       if (fds[1].revents != 0) return;
       if (fds[2].revents != 0) {
-        Drain(shared.reap_fd);
+        Drain(shared.reap);
         Reap();
       }
       if (fds[0].revents == 0) continue;
       while (true) {
-        const int client = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        const int client = sys::AcceptSocket(listen_fd);
         if (client >= 0) {
           HandleClient(client);
           continue;
@@ -547,15 +545,13 @@ Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Start(std::string listen_hos
   TANDEM_ASSIGN_OR_RETURN(Resolved listen_addrs,
                           Resolve(listen_host, listen_port, /*passive=*/true));
 
-  impl->stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  impl->shared.reap_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (impl->stop_fd < 0 || impl->shared.reap_fd < 0) {
-    return Status::IOError(ErrnoMessage("eventfd", errno));
+  if (!sys::OpenWakeFd(&impl->stop) || !sys::OpenWakeFd(&impl->shared.reap)) {
+    return Status::IOError(ErrnoMessage("wake flag", errno));
   }
 
   std::string last_error = "no address";
   for (const auto& [addr, len] : listen_addrs.addrs) {
-    int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = sys::OpenSocket(addr.ss_family, SOCK_STREAM, 0, /*nonblocking=*/true);
     if (fd < 0) {
       last_error = ErrnoMessage("socket", errno);
       continue;
@@ -631,7 +627,7 @@ void LinkEmulator::Stop() {
     if (impl_->stopped) return;
     impl_->stopped = true;
   }
-  Signal(impl_->stop_fd);
+  Signal(impl_->stop);
   if (impl_->acceptor.joinable()) impl_->acceptor.join();
   CloseFd(impl_->listen_fd);
   DropAll();

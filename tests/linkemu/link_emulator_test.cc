@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/sys.h"
+
 extern char** environ;
 
 namespace tandem::linkemu {
@@ -37,7 +39,7 @@ using Ms = std::chrono::duration<double, std::milli>;
 constexpr const char* kLoopback = "127.0.0.1";
 
 int ListenLoopback(int* port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = sys::OpenSocket(AF_INET, SOCK_STREAM, 0, /*nonblocking=*/false);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -78,7 +80,7 @@ class EchoServer {
     while (!stop_.load()) {
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, 20) <= 0) continue;
-      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      const int c = sys::AcceptSocket(fd_);
       if (c < 0) continue;
       const int one = 1;
       ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -93,7 +95,7 @@ class EchoServer {
       const ssize_t n = ::recv(c, buf.data(), buf.size(), 0);
       if (n <= 0) break;
       for (ssize_t off = 0; off < n;) {
-        const ssize_t w = ::send(c, buf.data() + off, n - off, MSG_NOSIGNAL);
+        const ssize_t w = sys::SendNoSignal(c, buf.data() + off, n - off);
         if (w <= 0) {
           ended_.fetch_add(1);
           return;
@@ -116,7 +118,7 @@ class EchoServer {
 };
 
 int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = sys::OpenSocket(AF_INET, SOCK_STREAM, 0, /*nonblocking=*/false);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -132,7 +134,7 @@ int Connect(int port) {
 
 bool SendAll(int fd, const char* p, size_t n) {
   while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    const ssize_t w = sys::SendNoSignal(fd, p, n);
     if (w <= 0) return false;
     p += w;
     n -= static_cast<size_t>(w);
