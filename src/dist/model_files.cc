@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -108,7 +109,8 @@ Result<net::Digest> DigestRanges(const std::string& path, const std::vector<Byte
 static_assert(sizeof(crypto_generichash_state) <= 384);
 
 Hasher::Hasher() {
-  (void)sodium_init();
+  // Only picks faster implementations; BLAKE2b works without it, so a failure changes nothing.
+  [[maybe_unused]] const int init = sodium_init();
   crypto_generichash_init(reinterpret_cast<crypto_generichash_state*>(state_), nullptr, 0, 32);
 }
 void Hasher::Update(const uint8_t* p, size_t n) {
@@ -128,7 +130,7 @@ std::vector<ByteRange> StageRanges(const gguf::GgufFile& f, int64_t b, int64_t e
   for (const gguf::TensorInfo& t : f.tensors()) {
     int64_t layer = -1;
     bool want;
-    if (std::sscanf(t.name.c_str(), "blk.%ld.", &layer) == 1) {
+    if (std::sscanf(t.name.c_str(), "blk.%" SCNd64 ".", &layer) == 1) {
       want = layer >= b && layer < e;
     } else if (t.name == "token_embd.weight") {
       want = last && tied;  // the first stage is the main node, which has the file

@@ -1,6 +1,7 @@
 #include "dist/planner.h"
 
 #include <algorithm>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -23,7 +24,7 @@ Result<std::vector<std::pair<int64_t, int64_t>>> ParseLayers(const std::string& 
   while (std::getline(ss, part, ',')) {
     int64_t a = -1, b = -1;
     char dash = 0, extra = 0;
-    if (std::sscanf(part.c_str(), "%ld %c %ld %c", &a, &dash, &b, &extra) != 3 || dash != '-') {
+    if (std::sscanf(part.c_str(), "%" SCNd64 " %c %" SCNd64 " %c", &a, &dash, &b, &extra) != 3 || dash != '-') {
       return Status::InvalidArgument("--layers: '" + part + "' is not FIRST-LAST");
     }
     if (a != next || b < a || b >= n_layer) {
@@ -50,7 +51,7 @@ ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p
   bool has_output = false;
   for (const gguf::TensorInfo& t : file.tensors()) {
     int64_t layer = -1;
-    if (std::sscanf(t.name.c_str(), "blk.%ld.", &layer) == 1 && layer >= 0 && layer < p.n_layer) {
+    if (std::sscanf(t.name.c_str(), "blk.%" SCNd64 ".", &layer) == 1 && layer >= 0 && layer < p.n_layer) {
       f.layer_bytes[layer] += t.n_bytes;
     } else if (t.name == "token_embd.weight") {
       f.embd_bytes += t.n_bytes;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -382,7 +383,7 @@ class Session {
     uint64_t total = 0;
     for (const gguf::TensorInfo& t : model_->file().tensors()) {
       int64_t layer = -1;
-      const bool in_range = std::sscanf(t.name.c_str(), "blk.%ld.", &layer) == 1 &&
+      const bool in_range = std::sscanf(t.name.c_str(), "blk.%" SCNd64 ".", &layer) == 1 &&
                             layer >= m.layer_begin && layer < m.layer_end;
       const bool head = m.layer_end == p.n_layer &&
                         (t.name == "output.weight" || t.name == "output_norm.weight" ||

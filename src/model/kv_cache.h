@@ -30,7 +30,9 @@ class KvCache {
           quant::TensorType type_k = quant::TensorType::kF16,
           quant::TensorType type_v = quant::TensorType::kF16);
 
+  int64_t n_layer() const { return n_layer_; }
   int64_t n_ctx() const { return n_ctx_; }
+  int64_t kv_dim() const { return kv_dim_; }
   int64_t used() const { return used_; }
   quant::TensorType type_k() const { return type_k_; }
   quant::TensorType type_v() const { return type_v_; }
