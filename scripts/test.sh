@@ -2,7 +2,8 @@
 # Installs, builds and runs every test:
 #   1. the Release build and its CTest suite (unit, golden-file and command-line tests);
 #   2. the aarch64 cross build of base/gguf/quant/kernels and their unit tests under qemu-user;
-#   3. the clang fuzz build (ASan + UBSan + libFuzzer) and its bounded fuzz runs.
+#   3. the macOS compile gate: every translation unit of `tandem` compiled for aarch64-macos;
+#   4. the clang fuzz build (ASan + UBSan + libFuzzer) and its bounded fuzz runs.
 # TANDEM_FUZZ_SECONDS (default 60) sets how long each fuzzer runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +18,9 @@ echo "== arm64 cross build, tests under qemu"
 "$root/scripts/build.sh" "$root/build-arm64" -DTANDEM_KERNELS_ONLY=ON \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake"
 ctest --test-dir "$root/build-arm64" --output-on-failure --parallel "$jobs"
+
+echo "== macOS compile gate (aarch64-macos with Zig's clang, warnings as errors, no link)"
+"$root/scripts/macos-compile-check.sh" "$root/build-macos"
 
 echo "== fuzz build (clang, ASan, UBSan) and bounded fuzzing"
 CC=clang CXX=clang++ "$root/scripts/build.sh" "$root/build-fuzz" -DTANDEM_FUZZ=ON \
