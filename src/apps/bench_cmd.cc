@@ -19,27 +19,27 @@ using Clock = std::chrono::steady_clock;
 // Seconds to process n prompt tokens (fresh cache; the executor splits them into batches), or to
 // generate n tokens one at a time (fresh cache, each token sampled greedily and fed back), with
 // random token ids. For generation, adds each stage's compute milliseconds to *stage_ms.
-Result<double> TimeRun(dist::Executor& ex, int64_t n_vocab, int64_t n, bool generate,
+Result<double> TimeRun(exec::Executor& ex, int64_t n_vocab, int64_t n, bool generate,
                        std::vector<double>* stage_ms) {
   std::mt19937 rng(1);
   TANDEM_RETURN_IF_ERROR(ex.Clear());
   model::Batch b;
-  dist::RunOutput out;
+  exec::RunOutput out;
   const auto t0 = Clock::now();
   if (!generate) {
     for (int64_t j = 0; j < n; ++j) {
       b.Add(static_cast<int32_t>(rng() % n_vocab), static_cast<int32_t>(j), 0, j + 1 == n);
     }
-    dist::RunOptions o;
+    exec::RunOptions o;
     o.logits = true;  // the last position's logits: the run is complete when they arrive
     TANDEM_RETURN_IF_ERROR(ex.Run(b, o, &out));
   } else {
-    dist::RunOptions first;
+    exec::RunOptions first;
     first.sample = true;
     sampling::SamplerParams greedy;
     greedy.temperature = 0;
     first.sampler = greedy;
-    dist::RunOptions step;
+    exec::RunOptions step;
     step.sample = true;
     int32_t tok = static_cast<int32_t>(rng() % n_vocab);
     for (int64_t j = 0; j < n; ++j) {
@@ -86,7 +86,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       return;
     }
     const int64_t n_ctx = std::max<int64_t>(a->pp, a->tg) + 16;
-    std::unique_ptr<dist::Executor> ex;
+    std::unique_ptr<exec::Executor> ex;
     std::vector<std::string> stage_names = {"main"};
     std::vector<std::string> stage_layers;
     if (a->dist.workers.empty()) {
@@ -96,7 +96,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
           return;
         }
       }
-      ex = std::make_unique<dist::LocalExecutor>(*m, n_ctx, a->model.threads, a->model.n_batch, copts);
+      ex = std::make_unique<exec::LocalExecutor>(*m, n_ctx, a->model.threads, a->model.n_batch, copts);
     } else {
       Result<dist::ClusterOptions> co = ToClusterOptions(a->dist, n_ctx, a->model.threads);
       if (!co.ok()) {

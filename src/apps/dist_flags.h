@@ -10,7 +10,7 @@
 
 #include "apps/model_flags.h"
 #include "dist/coordinator.h"
-#include "dist/executor.h"
+#include "exec/executor.h"
 #include "net/auth.h"
 
 namespace tandem::apps {

@@ -36,7 +36,7 @@ void RegisterLogits(CLI::App& app, int* exit_code) {
     Result<std::vector<int32_t>> tokens = eng.tokenizer().Encode(a->prompt, {true, false});
     if (!tokens.ok()) return fail(tokens.status());
     if (tokens->empty()) return fail(Status::InvalidArgument("the prompt gives no tokens"));
-    dist::Executor& ex = eng.executor();
+    exec::Executor& ex = eng.executor();
     const int64_t n_vocab = eng.model().params().n_vocab;
     if (static_cast<int64_t>(tokens->size()) + a->greedy > ex.n_ctx()) {
       return fail(Status::OutOfRange("prompt and greedy tokens exceed the context (raise -c)"));
@@ -45,9 +45,9 @@ void RegisterLogits(CLI::App& app, int* exit_code) {
     for (size_t i = 0; i < tokens->size(); ++i) {
       batch.Add((*tokens)[i], static_cast<int32_t>(i), 0, true);
     }
-    dist::RunOptions ro;
+    exec::RunOptions ro;
     ro.logits = true;
-    dist::RunOutput out;
+    exec::RunOutput out;
     if (Status s = ex.Run(batch, ro, &out); !s.ok()) return fail(s);
     nlohmann::json logits = nlohmann::json::array();
     for (int64_t p = 0; p < out.n_rows; ++p) {

@@ -344,7 +344,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   return c;
 }
 
-Status Coordinator::Run(const model::Batch& b, const RunOptions& o, RunOutput* out) {
+Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::RunOutput* out) {
   Impl& m = *impl_;
   const model::ModelParams& p = m.model->params();
   const int64_t n = b.size();

@@ -1,4 +1,4 @@
-// Coordinator: the main node's side of a pipeline split over workers (an Executor).
+// Coordinator: the main node's side of a pipeline split over workers (an exec::Executor).
 //
 // Open() connects to every worker (authenticated handshake), prints the placement plan (layers,
 // weight and KV bytes per node), asks each worker to load its layer range from its own copy of
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/executor.h"
+#include "exec/executor.h"
 #include "dist/planner.h"
 #include "net/auth.h"
 
@@ -44,7 +44,7 @@ struct ClusterOptions {
   int dead_after_ms = 2500;
 };
 
-class Coordinator : public Executor {
+class Coordinator : public exec::Executor {
  public:
   // `model` is this node's mapping of the file at `model_path` (only the embedding and the
   // first stage's layers are touched); unless options.use_mmap, Open copies the first stage's
@@ -54,7 +54,7 @@ class Coordinator : public Executor {
                                                    const ClusterOptions& options);
   ~Coordinator() override;
 
-  Status Run(const model::Batch& batch, const RunOptions& options, RunOutput* out) override;
+  Status Run(const model::Batch& batch, const exec::RunOptions& options, exec::RunOutput* out) override;
   Status Clear() override;
   int64_t n_ctx() const override;
   const model::ModelParams& params() const override;

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "dist/coordinator.h"
-#include "dist/executor.h"
+#include "exec/executor.h"
 #include "dist/worker.h"
 #include "net/auth.h"
 
@@ -52,16 +52,16 @@ model::Batch Prompt(int n, int vocab) {
 }
 
 // Runs a prompt with logits at every position, then 8 greedy steps; returns every logit and token.
-void RunAll(Executor& e, std::vector<float>* logits, std::vector<int32_t>* tokens) {
+void RunAll(exec::Executor& e, std::vector<float>* logits, std::vector<int32_t>* tokens) {
   const int64_t V = e.params().n_vocab;
   model::Batch b = Prompt(12, static_cast<int>(V));
-  RunOptions o;
+  exec::RunOptions o;
   o.logits = true;
   o.sample = true;
   sampling::SamplerParams greedy;
   greedy.temperature = 0;
   o.sampler = greedy;
-  RunOutput out;
+  exec::RunOutput out;
   ASSERT_TRUE(e.Run(b, o, &out).ok());
   ASSERT_EQ(out.n_rows, 12);
   logits->assign(out.logits, out.logits + out.n_rows * V);
@@ -70,7 +70,7 @@ void RunAll(Executor& e, std::vector<float>* logits, std::vector<int32_t>* token
     tokens->push_back(out.token);
     model::Batch step;
     step.Add(out.token, pos++, 0, true);
-    RunOptions so;
+    exec::RunOptions so;
     so.sample = true;
     so.logits = true;
     Status st = e.Run(step, so, &out);
@@ -89,7 +89,7 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
     std::vector<float> want_logits;
     std::vector<int32_t> want_tokens;
     {
-      LocalExecutor local(*m, 64, 1, /*ubatch=*/5);
+      exec::LocalExecutor local(*m, 64, 1, /*ubatch=*/5);
       RunAll(local, &want_logits, &want_tokens);
     }
     for (int nw = 1; nw <= 3; ++nw) {
@@ -132,7 +132,7 @@ TEST(PipelineTest, SmallAndLargeMicroBatchesRunInOrder) {
   std::vector<float> want_logits, got_logits;
   std::vector<int32_t> want_tokens, got_tokens;
   {
-    LocalExecutor local(*m, 64, 1, /*ubatch=*/5);
+    exec::LocalExecutor local(*m, 64, 1, /*ubatch=*/5);
     RunAll(local, &want_logits, &want_tokens);
   }
   TestWorker a, b;
@@ -157,16 +157,16 @@ TEST(PipelineTest, SmallAndLargeMicroBatchesRunInOrder) {
 
 // Clear, truncate and rerun: the operations a server and speculative decoding need. The
 // pipeline must give exactly what one node gives for the same script.
-std::vector<std::vector<float>> ClearTruncateScript(Executor& e, Status* overflow) {
+std::vector<std::vector<float>> ClearTruncateScript(exec::Executor& e, Status* overflow) {
   std::vector<std::vector<float>> seen;
   const int64_t V = e.params().n_vocab;
-  RunOptions lo;
+  exec::RunOptions lo;
   lo.logits = true;
-  RunOutput out;
+  exec::RunOutput out;
   model::Batch b = Prompt(20, static_cast<int>(V));
   b.logits.assign(20, 0);
   b.logits.back() = 1;
-  auto run = [&](const model::Batch& x, const RunOptions& o) {
+  auto run = [&](const model::Batch& x, const exec::RunOptions& o) {
     Status st = e.Run(x, o, &out);
     EXPECT_TRUE(st.ok()) << st.ToString();
     if (st.ok()) seen.emplace_back(out.logits, out.logits + V);
@@ -195,7 +195,7 @@ TEST(PipelineTest, ClearAndTruncateTravelWithTheData) {
   Status local_overflow, dist_overflow;
   std::vector<std::vector<float>> want;
   {
-    LocalExecutor local(*m, 32, 1, 128);
+    exec::LocalExecutor local(*m, 32, 1, 128);
     want = ClearTruncateScript(local, &local_overflow);
   }
   ASSERT_EQ(want.size(), 3u);
@@ -224,7 +224,7 @@ TEST(PipelineTest, WorkerWithoutTheFileReceivesItsLayersOnceAndThenUsesTheCache)
   std::vector<float> want_logits;
   std::vector<int32_t> want_tokens;
   {
-    LocalExecutor local(*m, 64, 1, 5);
+    exec::LocalExecutor local(*m, 64, 1, 5);
     RunAll(local, &want_logits, &want_tokens);
   }
   const std::string cache = ::testing::TempDir() + "tandem_cache_" + std::to_string(getpid());

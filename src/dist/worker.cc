@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/sys.h"
-#include "dist/executor.h"
+#include "exec/executor.h"
 #include "dist/model_files.h"
 #include "dist/wire.h"
 #include "kernels/kernels.h"
@@ -600,7 +600,7 @@ class Session {
     net::ResultMsg r;
     r.request = f.request;
     r.compute_us = f.stage_us;
-    const int64_t row = LastMarkedRow(batch_);
+    const int64_t row = exec::LastMarkedRow(batch_);
     if (f.flags & net::Forward::kSample) {
       Result<int32_t> tok = samplers_.SampleAndAccept(
           result_seq, {ctx_->logits() + row * p.n_vocab, static_cast<size_t>(p.n_vocab)});
@@ -631,7 +631,7 @@ class Session {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::Context> ctx_;
   model::Batch batch_;
-  SamplerSet samplers_;
+  exec::SamplerSet samplers_;
   // Weights being received (guarded by mu_).
   enum { kIdle, kReceiving, kReceived, kFailed };
   int recv_state_ = kIdle;

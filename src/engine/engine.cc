@@ -68,7 +68,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
             return true;
           }));
     }
-    e->exec_ = std::make_unique<dist::LocalExecutor>(*e->model_, n_ctx, options.n_threads,
+    e->exec_ = std::make_unique<exec::LocalExecutor>(*e->model_, n_ctx, options.n_threads,
                                                      options.n_batch, options.context);
   } else {
     dist::ClusterOptions c = options.cluster;
@@ -99,7 +99,7 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     if (bos == tokenizer::kNoToken) return Status::InvalidArgument("empty prompt and no BOS token");
     tokens.push_back(bos);
   }
-  dist::Executor& ex = *exec_;
+  exec::Executor& ex = *exec_;
   TANDEM_RETURN_IF_ERROR(ex.Clear());
   const int64_t n_ctx = ex.n_ctx();
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
@@ -115,15 +115,15 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
   for (size_t j = 0; j < tokens.size(); ++j) {
     batch.Add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
   }
-  dist::RunOptions ro;
+  exec::RunOptions ro;
   ro.sample = true;
   ro.sampler = sp;
   ro.history = tokens;
-  dist::RunOutput out;
+  exec::RunOutput out;
   TANDEM_RETURN_IF_ERROR(ex.Run(batch, ro, &out));
   stats.prompt_tokens = static_cast<int64_t>(tokens.size());
   stats.prompt_seconds = Since(t0);
-  dist::RunOptions step;
+  exec::RunOptions step;
   step.sample = true;
 
   // Generation: sample, stream the text, feed the token back.

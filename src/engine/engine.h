@@ -1,5 +1,5 @@
 // Engine: one model with its tokenizer, KV cache and sampler, generating text for a prompt.
-// The model runs through a dist::Executor: on this machine alone, or as a pipeline over workers
+// The model runs through a exec::Executor: on this machine alone, or as a pipeline over workers
 // (EngineOptions::cluster.workers); the generation loop is the same.
 //
 // Thread safety: none; one Generate at a time. The on_text callback runs on the calling thread.
@@ -14,7 +14,7 @@
 
 #include "base/status.h"
 #include "dist/coordinator.h"
-#include "dist/executor.h"
+#include "exec/executor.h"
 #include "model/forward.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -60,14 +60,14 @@ class Engine {
 
   const model::Model& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
-  dist::Executor& executor() { return *exec_; }
+  exec::Executor& executor() { return *exec_; }
 
  private:
   Engine(std::unique_ptr<model::Model> m, tokenizer::Tokenizer t, const EngineOptions& o);
 
   std::unique_ptr<model::Model> model_;
   tokenizer::Tokenizer tokenizer_;
-  std::unique_ptr<dist::Executor> exec_;
+  std::unique_ptr<exec::Executor> exec_;
   EngineOptions options_;
   std::vector<int32_t> end_tokens_;
 };

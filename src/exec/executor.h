@@ -22,7 +22,7 @@
 #include "model/forward.h"
 #include "sampling/sampler.h"
 
-namespace tandem::dist {
+namespace tandem::exec {
 
 struct RunOptions {
   bool sample = false;   // sample a token from the last marked row
@@ -92,4 +92,4 @@ class LocalExecutor : public Executor {
 // The steps a last stage takes after its forward pass: find the last marked row, sample.
 int64_t LastMarkedRow(const model::Batch& b);
 
-}  // namespace tandem::dist
+}  // namespace tandem::exec

@@ -1,8 +1,8 @@
-#include "dist/executor.h"
+#include "exec/executor.h"
 
 #include <algorithm>
 
-namespace tandem::dist {
+namespace tandem::exec {
 
 Status SamplerSet::Configure(int32_t seq, const sampling::SamplerParams& p,
                              const std::vector<int32_t>& history) {
@@ -81,4 +81,4 @@ Status LocalExecutor::Run(const model::Batch& b, const RunOptions& o, RunOutput*
   return Status::Ok();
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::exec
