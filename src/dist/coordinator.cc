@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "base/sys.h"
-#include "dist/model_files.h"
+#include "modelstore/model_files.h"
 #include "dist/wire.h"
 #include "net/socket.h"
 
@@ -165,17 +165,17 @@ struct Coordinator::Impl {
   void StreamWeights(size_t i) {
     const Stage& s = plan.stages[i + 1];
     const gguf::GgufFile& f = model->file();
-    const std::vector<ByteRange> ranges = StageRanges(f, s.layer_begin, s.layer_end, i + 2 == plan.stages.size());
+    const std::vector<modelstore::ByteRange> ranges = modelstore::StageRanges(f, s.layer_begin, s.layer_end, i + 2 == plan.stages.size());
     const gguf::TensorInfo& t0 = f.tensors().front();
     const uint8_t* base = t0.data - t0.file_offset;  // the whole file is mapped
-    const uint64_t total = TotalBytes(ranges);
+    const uint64_t total = modelstore::TotalBytes(ranges);
     constexpr uint64_t kChunk = 4u << 20;
     Log(StageName(i) + ": has no copy of the model; sending its " + std::to_string(total >> 20) + " MiB");
-    Hasher h;
+    modelstore::Hasher h;
     uint64_t sent = 0;
     int shown = 0;
     net::WeightsChunk c;
-    for (const ByteRange& r : ranges) {
+    for (const modelstore::ByteRange& r : ranges) {
       for (uint64_t off = 0; off < r.size; off += kChunk) {
         for (;;) {
           {
@@ -301,7 +301,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   m.pinger = std::thread([raw] { raw->PingLoop(); });
 
   // Load, then link stage to stage.
-  TANDEM_ASSIGN_OR_RETURN(ModelId id, IdentifyModel(model_path));
+  TANDEM_ASSIGN_OR_RETURN(modelstore::ModelId id, modelstore::IdentifyModel(model_path));
   if (sodium_init() < 0) return Status::Internal("libsodium failed to initialise");
   uint64_t session = 0;
   while (session == 0) randombytes_buf(&session, sizeof session);

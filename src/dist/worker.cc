@@ -20,7 +20,7 @@
 
 #include "base/sys.h"
 #include "exec/executor.h"
-#include "dist/model_files.h"
+#include "modelstore/model_files.h"
 #include "dist/wire.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
@@ -341,12 +341,12 @@ class Session {
 
   Status Load(const net::LoadModel& m) {
     if (model_) return Status::InvalidArgument("the session already has a model");
-    ModelId want{m.header_digest, m.file_size};
-    Result<std::string> path = FindModel(want, {w_->o.model_path}, w_->o.models_dir);
+    modelstore::ModelId want{m.header_digest, m.file_size};
+    Result<std::string> path = modelstore::FindModel(want, {w_->o.model_path}, w_->o.models_dir);
     std::string source;
     uint64_t received = 0;
     if (!path.ok() && w_->o.use_main_path) {
-      Result<std::string> same_machine = FindModel(want, {m.model_path}, "");
+      Result<std::string> same_machine = modelstore::FindModel(want, {m.model_path}, "");
       if (same_machine.ok()) path = std::move(same_machine);
     }
     if (path.ok()) {
@@ -356,7 +356,7 @@ class Session {
                               "\n(start the worker with --cache-dir DIR to receive the weights from "
                               "the main node once, or copy " + m.model_name + " here and give -m)");
     } else {
-      WeightCache cache(w_->o.cache_dir);
+      modelstore::WeightCache cache(w_->o.cache_dir);
       Result<std::string> cached = cache.Find(want, m.layer_begin, m.layer_end, m.last_stage);
       if (cached.ok()) {
         path = *cached;
@@ -445,7 +445,7 @@ class Session {
   // Asks the controller for this stage's bytes of the model file and writes them at their
   // offsets into a sparse copy in the cache (on the reader thread, see OnWeights*); returns the
   // copy's path once the digest of everything received matches the controller's.
-  Result<std::string> Receive(const WeightCache& cache, const ModelId& id, const net::LoadModel& m) {
+  Result<std::string> Receive(const modelstore::WeightCache& cache, const modelstore::ModelId& id, const net::LoadModel& m) {
     std::error_code ec;
     std::filesystem::create_directories(w_->o.cache_dir, ec);
     const std::string temp = cache.TempPath(id, m.layer_begin, m.layer_end, m.last_stage);
@@ -460,7 +460,7 @@ class Session {
       recv_fd_ = fd;
       recv_size_ = id.file_size;
       recv_bytes_ = 0;
-      recv_hash_ = std::make_unique<Hasher>();
+      recv_hash_ = std::make_unique<modelstore::Hasher>();
       recv_state_ = kReceiving;
       recv_progress_ = Clock::now();
     }
@@ -638,7 +638,7 @@ class Session {
   int recv_fd_ = -1;
   uint64_t recv_size_ = 0;
   std::atomic<uint64_t> recv_bytes_{0};
-  std::unique_ptr<Hasher> recv_hash_;
+  std::unique_ptr<modelstore::Hasher> recv_hash_;
   net::Digest recv_digest_{};
   std::string recv_error_;
   Clock::time_point recv_progress_;

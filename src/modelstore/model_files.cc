@@ -1,4 +1,4 @@
-#include "dist/model_files.h"
+#include "modelstore/model_files.h"
 
 #include <sodium.h>
 
@@ -10,7 +10,7 @@
 
 #include "gguf/reader.h"
 
-namespace tandem::dist {
+namespace tandem::modelstore {
 
 std::string ModelId::Hex() const {
   static const char* kHex = "0123456789abcdef";
@@ -71,9 +71,9 @@ Result<std::string> FindModel(const ModelId& want, const std::vector<std::string
                           (tried.empty() ? std::string(": nothing to try (give -m or --models-dir)") : ", tried:" + tried));
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::modelstore
 
-namespace tandem::dist {
+namespace tandem::modelstore {
 namespace {
 
 std::string FullHex(const uint8_t* p, size_t n) {
@@ -205,4 +205,4 @@ Status WeightCache::Commit(const std::string& temp, const ModelId& id, int64_t b
   return Status::Ok();
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::modelstore

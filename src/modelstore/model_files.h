@@ -14,7 +14,7 @@
 #include "gguf/reader.h"
 #include "net/messages.h"
 
-namespace tandem::dist {
+namespace tandem::modelstore {
 
 struct ModelId {
   net::Digest digest{};
@@ -73,4 +73,4 @@ class WeightCache {
   std::string dir_;
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::modelstore
