@@ -98,20 +98,20 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       }
       ex = std::make_unique<exec::LocalExecutor>(*m, n_ctx, a->model.threads, a->model.n_batch, copts);
     } else {
-      Result<dist::ClusterOptions> co = ToClusterOptions(a->dist, n_ctx, a->model.threads);
+      Result<pipeline::ClusterOptions> co = ToClusterOptions(a->dist, n_ctx, a->model.threads);
       if (!co.ok()) {
         *exit_code = ReportError(co.status().ToString());
         return;
       }
       co->context = copts;
       co->use_mmap = a->model.use_mmap;
-      Result<std::unique_ptr<dist::Coordinator>> c = dist::Coordinator::Open(*m, a->model.model, *co);
+      Result<std::unique_ptr<pipeline::Coordinator>> c = pipeline::Coordinator::Open(*m, a->model.model, *co);
       if (!c.ok()) {
         *exit_code = ReportError(c.status().ToString());
         return;
       }
       stage_names = (*c)->node_names();
-      for (const dist::Stage& s : (*c)->plan().stages) {
+      for (const pipeline::Stage& s : (*c)->plan().stages) {
         stage_layers.push_back(std::to_string(s.layer_begin) + "-" + std::to_string(s.layer_end - 1));
       }
       ex = std::move(*c);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "apps/model_flags.h"
-#include "dist/coordinator.h"
+#include "pipeline/coordinator.h"
 #include "exec/executor.h"
 #include "net/auth.h"
 
@@ -48,15 +48,15 @@ inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
 }
 
 // ClusterOptions from the flags; InvalidArgument for a bad split or an unreadable key.
-inline Result<dist::ClusterOptions> ToClusterOptions(const DistFlags& f, int64_t n_ctx, int threads) {
-  dist::ClusterOptions c;
+inline Result<pipeline::ClusterOptions> ToClusterOptions(const DistFlags& f, int64_t n_ctx, int threads) {
+  pipeline::ClusterOptions c;
   c.workers = f.workers;
   c.n_ctx = n_ctx;
   c.threads = threads;
   c.ubatch = f.ubatch;
   c.plan.layers = f.layers;
   if (!f.tensor_split.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(c.plan.tensor_split, dist::ParseTensorSplit(f.tensor_split));
+    TANDEM_ASSIGN_OR_RETURN(c.plan.tensor_split, pipeline::ParseTensorSplit(f.tensor_split));
   }
   if (!f.key_file.empty()) {
     TANDEM_ASSIGN_OR_RETURN(net::Key k, net::LoadKeyFile(f.key_file));

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "apps/commands.h"
-#include "dist/worker.h"
+#include "pipeline/worker.h"
 #include "net/auth.h"
 
 namespace tandem::apps {
@@ -17,7 +17,7 @@ void OnSignal(int) { g_stop = true; }
 
 void RegisterWorker(CLI::App& app, int* exit_code) {
   struct Args {
-    dist::WorkerOptions o;
+    pipeline::WorkerOptions o;
     uint64_t mem_mb = 0;
     std::string key_file;
   };
@@ -49,7 +49,7 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
       a->o.key = *k;
     }
     a->o.mem_bytes = a->mem_mb << 20;
-    Result<std::unique_ptr<dist::Worker>> w = dist::Worker::Start(a->o);
+    Result<std::unique_ptr<pipeline::Worker>> w = pipeline::Worker::Start(a->o);
     if (!w.ok()) {
       *exit_code = ReportError(w.status().ToString());
       return;

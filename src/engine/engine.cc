@@ -71,12 +71,12 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     e->exec_ = std::make_unique<exec::LocalExecutor>(*e->model_, n_ctx, options.n_threads,
                                                      options.n_batch, options.context);
   } else {
-    dist::ClusterOptions c = options.cluster;
+    pipeline::ClusterOptions c = options.cluster;
     c.n_ctx = n_ctx;
     c.threads = options.n_threads;
     c.context = options.context;
     c.use_mmap = options.use_mmap;
-    Result<std::unique_ptr<dist::Coordinator>> co = dist::Coordinator::Open(*e->model_, options.model_path, c);
+    Result<std::unique_ptr<pipeline::Coordinator>> co = pipeline::Coordinator::Open(*e->model_, options.model_path, c);
     if (!co.ok()) return co.status();
     e->exec_ = std::move(*co);
   }

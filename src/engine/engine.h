@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "dist/coordinator.h"
+#include "pipeline/coordinator.h"
 #include "exec/executor.h"
 #include "model/forward.h"
 #include "sampling/sampler.h"
@@ -30,7 +30,7 @@ struct EngineOptions {
   // Compute from the file map (--mmap) instead of copying the weights into memory on huge pages
   // (the default: decode streams every weight per token, and 4 KiB file pages cost TLB misses).
   bool use_mmap = false;
-  dist::ClusterOptions cluster;   // workers (none: this machine alone) and placement
+  pipeline::ClusterOptions cluster;   // workers (none: this machine alone) and placement
 };
 
 struct GenerateOptions {

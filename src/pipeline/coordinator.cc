@@ -1,4 +1,4 @@
-#include "dist/coordinator.h"
+#include "pipeline/coordinator.h"
 
 #include <sodium.h>
 
@@ -12,10 +12,10 @@
 
 #include "base/sys.h"
 #include "modelstore/model_files.h"
-#include "dist/wire.h"
+#include "pipeline/wire.h"
 #include "net/socket.h"
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -454,4 +454,4 @@ std::vector<std::string> Coordinator::node_names() const {
   return v;
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

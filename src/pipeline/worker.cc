@@ -1,4 +1,4 @@
-#include "dist/worker.h"
+#include "pipeline/worker.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -21,13 +21,13 @@
 #include "base/sys.h"
 #include "exec/executor.h"
 #include "modelstore/model_files.h"
-#include "dist/wire.h"
+#include "pipeline/wire.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "model/forward.h"
 #include "quant/quant.h"
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -760,4 +760,4 @@ void Worker::Serve(const std::atomic<bool>* stop_flag) {
   w.Reap(true);
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

@@ -1,8 +1,8 @@
-#include "dist/planner.h"
+#include "pipeline/planner.h"
 
 #include <gtest/gtest.h>
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 namespace {
 
 ModelFootprint Uniform(int layers, uint64_t per_layer) {
@@ -80,4 +80,4 @@ TEST(PlannerTest, MoreNodesThanLayersIsAnError) {
 }
 
 }  // namespace
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "exec/executor.h"
-#include "dist/planner.h"
+#include "pipeline/planner.h"
 #include "net/auth.h"
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 
 struct ClusterOptions {
   std::vector<std::string> workers;  // HOST[:PORT], in pipeline order
@@ -73,4 +73,4 @@ class Coordinator : public exec::Executor {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

@@ -4,7 +4,7 @@
 #include "net/messages.h"
 #include "sampling/sampler.h"
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 
 inline net::SamplerConfig ToWire(const sampling::SamplerParams& p, const std::vector<int32_t>& history) {
   net::SamplerConfig c;
@@ -35,4 +35,4 @@ inline sampling::SamplerParams FromWire(const net::SamplerConfig& c) {
   return p;
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

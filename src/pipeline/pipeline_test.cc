@@ -9,12 +9,12 @@
 #include <fstream>
 #include <thread>
 
-#include "dist/coordinator.h"
+#include "pipeline/coordinator.h"
 #include "exec/executor.h"
-#include "dist/worker.h"
+#include "pipeline/worker.h"
 #include "net/auth.h"
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 namespace {
 
 std::string Model(const char* name) {
@@ -385,4 +385,4 @@ TEST(PipelineTest, RefusesNonLoopbackWithoutKey) {
 }
 
 }  // namespace
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

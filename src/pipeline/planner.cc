@@ -1,4 +1,4 @@
-#include "dist/planner.h"
+#include "pipeline/planner.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -7,7 +7,7 @@
 #include <numeric>
 #include <sstream>
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 namespace {
 
 std::string MiB(uint64_t b) {
@@ -161,4 +161,4 @@ std::string Plan::ToString(const std::vector<NodeInfo>& nodes) const {
   return out;
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

@@ -17,7 +17,7 @@
 #include "gguf/reader.h"
 #include "model/params.h"
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 
 // Bytes the model needs, from its tensor table.
 struct ModelFootprint {
@@ -59,4 +59,4 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
 // "0.5,0.25,0.25" -> proportions; "0-7,8-21" checked later by MakePlan.
 Result<std::vector<double>> ParseTensorSplit(const std::string& s);
 
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline

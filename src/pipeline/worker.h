@@ -37,7 +37,7 @@
 #include "net/messages.h"
 #include "net/socket.h"
 
-namespace tandem::dist {
+namespace tandem::pipeline {
 
 struct WorkerOptions {
   std::string host = "127.0.0.1";
@@ -75,4 +75,4 @@ class Worker {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::pipeline
