@@ -13,12 +13,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "base/status.h"
+#include "exec/stage.h"
 #include "model/forward.h"
 #include "sampling/sampler.h"
 
@@ -55,18 +55,6 @@ class Executor {
   virtual const model::ModelParams& params() const = 0;
 };
 
-// Samplers of the sequences a last stage serves, keyed by sequence id.
-class SamplerSet {
- public:
-  Status Configure(int32_t seq, const sampling::SamplerParams& p, const std::vector<int32_t>& history);
-  // Samples from `logits` with the sequence's sampler and records the token.
-  Result<int32_t> SampleAndAccept(int32_t seq, std::span<const float> logits);
-  void Clear() { samplers_.clear(); }
-
- private:
-  std::map<int32_t, sampling::Sampler> samplers_;
-};
-
 // The whole model on this machine.
 class LocalExecutor : public Executor {
  public:
@@ -78,18 +66,14 @@ class LocalExecutor : public Executor {
   Status Clear() override;
   int64_t n_ctx() const override { return n_ctx_; }
   const model::ModelParams& params() const override { return model_.params(); }
-  model::Context& context() { return ctx_; }
+  model::Context& context() { return stage_.context(); }
 
  private:
   const model::Model& model_;
   int64_t n_ctx_, ubatch_;
-  model::Context ctx_;
-  SamplerSet samplers_;
+  Stage stage_;  // every layer: the first stage and the last
   model::Batch sub_;
   std::vector<float> logits_;
 };
-
-// The steps a last stage takes after its forward pass: find the last marked row, sample.
-int64_t LastMarkedRow(const model::Batch& b);
 
 }  // namespace tandem::exec

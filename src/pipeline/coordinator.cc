@@ -35,7 +35,7 @@ struct Coordinator::Impl {
   std::vector<std::shared_ptr<Connection>> conns;
   Plan plan;
   std::vector<NodeInfo> nodes;
-  std::unique_ptr<model::Context> ctx;
+  std::unique_ptr<exec::Stage> stage;  // the main node's own layers: the first stage
   int64_t n_ctx = 0;
 
   std::mutex mu;
@@ -339,7 +339,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
     return true;
   }));
   if (!o.use_mmap) TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, m.plan.stages[0].layer_end, false));
-  m.ctx = std::make_unique<model::Context>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end,
+  m.stage = std::make_unique<exec::Stage>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end,
                                           o.context);
   return c;
 }
@@ -362,19 +362,18 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
   if ((o.sample || o.logits) && last_marked < 0) {
     return Status::InvalidArgument("a result was asked for but no row is marked for logits");
   }
-  if (o.truncate_seq >= 0) m.ctx->cache().Truncate(o.truncate_seq, o.truncate_from);
-
+  // The main node's stage gets the truncation directly (a clear was applied by Clear()); the
+  // workers get both with the first micro-batch, in order with the data.
+  exec::StageStep local;
+  local.truncate_seq = o.truncate_seq;
+  local.truncate_from = o.truncate_from;
   std::vector<uint64_t> expect;
-  for (int64_t i = 0; i < n; i += m.o.ubatch) {
-    const int64_t e = std::min(n, i + m.o.ubatch);
-    m.sub.Clear();
+  TANDEM_RETURN_IF_ERROR(exec::ForEachMicroBatch(b, m.o.ubatch, &m.sub, [&](const model::Batch& sub, int64_t i,
+                                                                          int64_t e) {
     bool marked = false;
-    for (int64_t j = i; j < e; ++j) {
-      m.sub.Add(b.tokens[j], b.pos[j], b.seq[j], b.logits[j] != 0);
-      marked = marked || b.logits[j];
-    }
+    for (int64_t j = i; j < e; ++j) marked = marked || b.logits[j];
     const auto t0 = Clock::now();
-    TANDEM_RETURN_IF_ERROR(m.ctx->Forward(m.sub, nullptr));
+    TANDEM_RETURN_IF_ERROR(m.stage->Forward(sub, nullptr, i == 0 ? local : exec::StageStep{}));
     net::Forward& f = m.fwd;
     f.request = ++m.next_request;
     f.flags = 0;
@@ -392,16 +391,17 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
         f.sampler = ToWire(*o.sampler, o.history);
       }
     }
-    f.seq = m.sub.seq;
-    f.pos = m.sub.pos;
-    f.logits = m.sub.logits;
+    f.seq = sub.seq;
+    f.pos = sub.pos;
+    f.logits = sub.logits;
     f.n_embd = static_cast<uint32_t>(p.n_embd);
-    f.hidden.assign(m.ctx->hidden(), m.ctx->hidden() + (e - i) * p.n_embd);
+    f.hidden.assign(m.stage->hidden(), m.stage->hidden() + (e - i) * p.n_embd);
     f.stage_us.assign(1, static_cast<uint32_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
     m.conns[0]->Send(MsgType::kForward, f);
     if (f.flags & (net::Forward::kSample | net::Forward::kReturnLogits)) expect.push_back(f.request);
-  }
+    return Status::Ok();
+  }));
 
   out->token = -1;
   out->n_rows = 0;
@@ -433,7 +433,7 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
 
 Status Coordinator::Clear() {
   // Here now; on the workers with the next Run's first Forward (in order with the data).
-  impl_->ctx->cache().Clear();
+  impl_->stage->Clear();
   impl_->pending_clear = true;
   return Status::Ok();
 }

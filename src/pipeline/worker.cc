@@ -431,7 +431,7 @@ class Session {
     copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
     copts.type_v = m.cache_v == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
     TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(p, copts));
-    ctx_ = std::make_unique<model::Context>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end, copts);
+    stage_ = std::make_unique<exec::Stage>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end, copts);
     w_->Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
             std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
             " MiB weights " + (m.use_mmap ? "used from the file map" : "copied into memory") + ", " +
@@ -535,7 +535,7 @@ class Session {
   }
 
   Status Link(const net::LinkNext& l) {
-    if (!ctx_) return Status::InvalidArgument("LinkNext before LoadModel");
+    if (!stage_) return Status::InvalidArgument("LinkNext before LoadModel");
     const std::string name = l.host + ":" + std::to_string(l.port);
     Result<net::Socket> s = net::Socket::Connect(l.host, l.port, 3000);
     if (!s.ok()) return s.status().WithContext("next stage " + name);
@@ -556,31 +556,29 @@ class Session {
   }
 
   void RunForward(net::Forward& f) {
-    if (!ctx_) return Fail(f.request, Status::InvalidArgument("Forward before LoadModel"));
-    const model::ModelParams& p = model_->params();
+    if (!stage_) return Fail(f.request, Status::InvalidArgument("Forward before LoadModel"));
+    const model::ModelParams& p = stage_->params();
     if (f.n_embd != p.n_embd) {
       return Fail(f.request, Status::InvalidArgument("hidden states of width " + std::to_string(f.n_embd) +
                                                      " for a model of width " + std::to_string(p.n_embd)));
     }
-    if (f.flags & net::Forward::kClearAll) {
-      ctx_->cache().Clear();
-      samplers_.Clear();
-    }
-    if (f.truncate_seq >= 0) ctx_->cache().Truncate(f.truncate_seq, f.truncate_from);
     batch_.seq = f.seq;
     batch_.pos = f.pos;
     batch_.logits = f.logits;
     batch_.tokens.clear();
-    int32_t result_seq = f.seq.back();
-    for (size_t i = 0; i < f.seq.size(); ++i) {
-      if (f.logits[i]) result_seq = f.seq[i];
+    exec::StageStep step;
+    step.clear_all = (f.flags & net::Forward::kClearAll) != 0;
+    step.truncate_seq = f.truncate_seq;
+    step.truncate_from = f.truncate_from;
+    sampling::SamplerParams sampler;
+    if (f.flags & net::Forward::kHasSampler) {
+      sampler = FromWire(f.sampler);
+      step.sampler = &sampler;
+      step.history = &f.sampler.history;
     }
-    if (ctx_->is_last() && (f.flags & net::Forward::kHasSampler)) {
-      Status st = samplers_.Configure(result_seq, FromWire(f.sampler), f.sampler.history);
-      if (!st.ok()) return Fail(f.request, st);
-    }
+    if (Status st = stage_->ApplyStep(step, batch_); !st.ok()) return Fail(f.request, st);
     const auto t0 = Clock::now();
-    Status st = ctx_->Forward(batch_, f.hidden.data());
+    Status st = stage_->Forward(batch_, f.hidden.data());
     if (!st.ok()) {
       // The request failed but the session can go on (e.g. a full context).
       SendError(f.request, st);
@@ -589,10 +587,10 @@ class Session {
     f.stage_us.push_back(static_cast<uint32_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
     const size_t n = f.seq.size();
-    if (!ctx_->is_last()) {
+    if (!stage_->is_last()) {
       std::shared_ptr<Connection> down = Get(&down_);
       if (!down) return Fail(f.request, Status::InvalidArgument("Forward before LinkNext"));
-      f.hidden.assign(ctx_->hidden(), ctx_->hidden() + n * p.n_embd);
+      f.hidden.assign(stage_->hidden(), stage_->hidden() + n * p.n_embd);
       down->Send(MsgType::kForward, f);
       return;
     }
@@ -600,10 +598,8 @@ class Session {
     net::ResultMsg r;
     r.request = f.request;
     r.compute_us = f.stage_us;
-    const int64_t row = exec::LastMarkedRow(batch_);
     if (f.flags & net::Forward::kSample) {
-      Result<int32_t> tok = samplers_.SampleAndAccept(
-          result_seq, {ctx_->logits() + row * p.n_vocab, static_cast<size_t>(p.n_vocab)});
+      Result<int32_t> tok = stage_->Sample(batch_);
       if (!tok.ok()) {
         SendError(f.request, tok.status());
         return;
@@ -612,7 +608,7 @@ class Session {
     }
     if (f.flags & net::Forward::kReturnLogits) {
       r.n_vocab = static_cast<uint32_t>(p.n_vocab);
-      r.logits.assign(ctx_->logits(), ctx_->logits() + ctx_->n_logits() * p.n_vocab);
+      r.logits.assign(stage_->logits(), stage_->logits() + stage_->n_logits() * p.n_vocab);
     }
     Get(&ctl_)->Send(MsgType::kResult, r);
   }
@@ -629,9 +625,8 @@ class Session {
   std::shared_ptr<Connection> ctl_, up_, down_;
   std::thread compute_, heartbeat_;
   std::unique_ptr<model::Model> model_;
-  std::unique_ptr<model::Context> ctx_;
+  std::unique_ptr<exec::Stage> stage_;
   model::Batch batch_;
-  exec::SamplerSet samplers_;
   // Weights being received (guarded by mu_).
   enum { kIdle, kReceiving, kReceived, kFailed };
   int recv_state_ = kIdle;

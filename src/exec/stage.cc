@@ -1,0 +1,94 @@
+#include "exec/stage.h"
+
+#include <algorithm>
+
+namespace tandem::exec {
+
+Status SamplerSet::Configure(int32_t seq, const sampling::SamplerParams& p,
+                             const std::vector<int32_t>& history) {
+  TANDEM_ASSIGN_OR_RETURN(sampling::Sampler s, sampling::Sampler::Create(p));
+  for (int32_t t : history) s.Accept(t);
+  samplers_.insert_or_assign(seq, std::move(s));
+  return Status::Ok();
+}
+
+Result<int32_t> SamplerSet::SampleAndAccept(int32_t seq, std::span<const float> logits) {
+  auto it = samplers_.find(seq);
+  if (it == samplers_.end()) {
+    return Status::InvalidArgument("sequence " + std::to_string(seq) + " has no sampler configured");
+  }
+  TANDEM_ASSIGN_OR_RETURN(int32_t t, it->second.Sample(logits));
+  it->second.Accept(t);
+  return t;
+}
+
+int64_t LastMarkedRow(const model::Batch& b) {
+  int64_t row = -1, k = 0;
+  for (int64_t i = 0; i < b.size(); ++i) {
+    if (b.logits[i]) row = k++;
+  }
+  return row;
+}
+
+int32_t ResultSequence(const model::Batch& b) {
+  for (int64_t i = b.size() - 1; i >= 0; --i) {
+    if (b.logits[i]) return b.seq[i];
+  }
+  return b.seq.empty() ? 0 : b.seq.back();
+}
+
+Status ForEachMicroBatch(const model::Batch& b, int64_t ubatch, model::Batch* sub,
+                         const std::function<Status(const model::Batch&, int64_t, int64_t)>& fn) {
+  ubatch = std::max<int64_t>(1, ubatch);
+  const bool has_tokens = !b.tokens.empty();
+  for (int64_t i = 0; i < b.size(); i += ubatch) {
+    const int64_t e = std::min(b.size(), i + ubatch);
+    sub->Clear();
+    for (int64_t j = i; j < e; ++j) {
+      sub->Add(has_tokens ? b.tokens[j] : 0, b.pos[j], b.seq[j], b.logits[j] != 0);
+    }
+    if (!has_tokens) sub->tokens.clear();
+    TANDEM_RETURN_IF_ERROR(fn(*sub, i, e));
+  }
+  return Status::Ok();
+}
+
+Stage::Stage(const model::Model& model, int64_t n_ctx, int threads, int64_t layer_begin,
+             int64_t layer_end, const model::ContextOptions& options)
+    : model_(model), ctx_(model, n_ctx, threads, layer_begin, layer_end, options) {}
+
+Status Stage::ApplyStep(const StageStep& step, const model::Batch& batch) {
+  if (step.clear_all) Clear();
+  if (step.truncate_seq >= 0) ctx_.cache().Truncate(step.truncate_seq, step.truncate_from);
+  if (step.sampler != nullptr && is_last()) {
+    static const std::vector<int32_t> kNone;
+    TANDEM_RETURN_IF_ERROR(samplers_.Configure(ResultSequence(batch), *step.sampler,
+                                               step.history ? *step.history : kNone));
+  }
+  return Status::Ok();
+}
+
+Status Stage::Forward(const model::Batch& batch, const float* hidden_in, const StageStep& step) {
+  TANDEM_RETURN_IF_ERROR(ApplyStep(step, batch));
+  return ctx_.Forward(batch, hidden_in);
+}
+
+Result<int32_t> Stage::Sample(const model::Batch& batch) {
+  const int64_t row = LastMarkedRow(batch);
+  if (!is_last() || row < 0 || row >= ctx_.n_logits()) {
+    return Status::InvalidArgument("no logits to sample from (not the last stage, or no row marked)");
+  }
+  const int64_t n_vocab = model_.params().n_vocab;
+  return SampleRow(ResultSequence(batch), {ctx_.logits() + row * n_vocab, static_cast<size_t>(n_vocab)});
+}
+
+Result<int32_t> Stage::SampleRow(int32_t seq, std::span<const float> logits) {
+  return samplers_.SampleAndAccept(seq, logits);
+}
+
+void Stage::Clear() {
+  ctx_.cache().Clear();
+  samplers_.Clear();
+}
+
+}  // namespace tandem::exec

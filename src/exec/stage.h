@@ -1,0 +1,89 @@
+// Stage: a contiguous range of a model's layers with their KV cache and, on the last stage, the
+// samplers of the sequences it serves. Every node of a pipeline runs exactly one Stage (the main
+// node its first layers, each worker its range); a single node runs the whole model as one Stage.
+// A pipeline is stages connected by links (pipeline/): the links move what one stage's Forward
+// leaves in hidden() to the next stage's Forward, and the last stage's token back.
+//
+// What travels with a micro-batch (StageStep) is applied in a fixed order before computing it:
+// drop every sequence, truncate one sequence, (last stage) configure the sampler of the
+// sequence that asks for a token. Because every stage applies the same step with the same
+// micro-batch, caches stay consistent across the pipeline without any other message.
+//
+// Which sequence a batch asks a token for is decided here and only here (ResultSequence).
+//
+// Thread safety: none; one call at a time (the owner serialises).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "exec/sampler_set.h"
+#include "model/forward.h"
+#include "sampling/sampler.h"
+
+namespace tandem::exec {
+
+// The row (among the batch's rows marked for logits, counted from 0) whose logits give the next
+// token: the last marked row. -1 when no row is marked.
+int64_t LastMarkedRow(const model::Batch& b);
+
+// The sequence that a batch asks the next token for: the sequence of its last marked row; with
+// no row marked, that of its last row (0 for an empty batch).
+int32_t ResultSequence(const model::Batch& b);
+
+// Splits `b` into consecutive micro-batches of at most `ubatch` rows (positions, sequences and
+// marks kept; tokens too when present) and calls fn(sub, begin, end) for each in order, stopping
+// at the first error. With one micro-batch `sub` is a copy of `b`.
+Status ForEachMicroBatch(const model::Batch& b, int64_t ubatch, model::Batch* sub,
+                         const std::function<Status(const model::Batch&, int64_t, int64_t)>& fn);
+
+struct StageStep {
+  bool clear_all = false;                         // drop every sequence first
+  int32_t truncate_seq = -1, truncate_from = 0;   // then drop seq's cells at pos >= from
+  const sampling::SamplerParams* sampler = nullptr;  // then (last stage) configure the sampler
+  const std::vector<int32_t>* history = nullptr;     // of ResultSequence with this history
+};
+
+class Stage {
+ public:
+  // Layers [layer_begin, layer_end) of `model` (layer_end -1: to the last layer), n_ctx cells of
+  // KV cache of the given types, `threads` compute threads. `model` must outlive the stage.
+  Stage(const model::Model& model, int64_t n_ctx, int threads, int64_t layer_begin, int64_t layer_end,
+        const model::ContextOptions& options);
+
+  // Applies `step` (see above) for `batch`: clear, truncate, configure the sampler. An error
+  // (a sampler the parameters do not make) leaves the cache changes applied.
+  Status ApplyStep(const StageStep& step, const model::Batch& batch);
+
+  // ApplyStep(step, batch), then computes `batch`: the first stage embeds batch.tokens (`hidden_in`
+  // null), a later one takes the previous stage's output (batch.size() rows of n_embd floats).
+  // Afterwards hidden() holds this stage's output, or (last stage) logits() the marked rows'.
+  Status Forward(const model::Batch& batch, const float* hidden_in, const StageStep& step = {});
+
+  // Last stage, after Forward: samples the next token of ResultSequence(batch) from the last
+  // marked row and records it in that sequence's sampler.
+  Result<int32_t> Sample(const model::Batch& batch);
+  // The same from a logits row the caller gathered (a batch computed in several micro-batches).
+  Result<int32_t> SampleRow(int32_t seq, std::span<const float> logits);
+
+  // Drops every sequence from the cache and every sampler.
+  void Clear();
+
+  bool is_first() const { return ctx_.is_first(); }
+  bool is_last() const { return ctx_.is_last(); }
+  const float* hidden() const { return ctx_.hidden(); }
+  const float* logits() const { return ctx_.logits(); }
+  int64_t n_logits() const { return ctx_.n_logits(); }
+  const model::ModelParams& params() const { return model_.params(); }
+  model::Context& context() { return ctx_; }
+
+ private:
+  const model::Model& model_;
+  model::Context ctx_;
+  SamplerSet samplers_;
+};
+
+}  // namespace tandem::exec
