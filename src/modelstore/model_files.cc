@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "gguf/reader.h"
+#include "model/layout.h"
 
 namespace tandem::modelstore {
 
@@ -125,22 +126,9 @@ net::Digest Hasher::Final() {
 std::vector<ByteRange> StageRanges(const gguf::GgufFile& f, int64_t b, int64_t e, bool last) {
   std::vector<ByteRange> out;
   out.push_back({0, f.data_offset()});
-  const bool tied = f.FindTensor("output.weight") == nullptr;
-  std::vector<const gguf::TensorInfo*> ts;
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    int64_t layer = -1;
-    bool want;
-    if (std::sscanf(t.name.c_str(), "blk.%" SCNd64 ".", &layer) == 1) {
-      want = layer >= b && layer < e;
-    } else if (t.name == "token_embd.weight") {
-      want = last && tied;  // the first stage is the main node, which has the file
-    } else if (t.name == "output.weight" || t.name == "output_norm.weight") {
-      want = last;
-    } else {
-      want = true;  // small extras every stage may need (rope_freqs)
-    }
-    if (want && t.n_bytes > 0) ts.push_back(&t);
-  }
+  // Never the first stage: that is the main node, which has the file.
+  std::vector<const gguf::TensorInfo*> ts = model::TensorsOfStage(f, b, e, /*first=*/false, last).tensors;
+  std::erase_if(ts, [](const gguf::TensorInfo* t) { return t->n_bytes == 0; });
   std::sort(ts.begin(), ts.end(), [](auto* x, auto* y) { return x->file_offset < y->file_offset; });
   for (const gguf::TensorInfo* t : ts) out.push_back({t->file_offset, t->n_bytes});
   return out;

@@ -278,7 +278,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   }
 
   // Plan.
-  const ModelFootprint fp = Footprint(model.file(), p, m.n_ctx);
+  const ModelFootprint fp = Footprint(model.file(), p, m.n_ctx, o.context.type_k, o.context.type_v);
   TANDEM_ASSIGN_OR_RETURN(m.plan, MakePlan(fp, m.nodes, o.plan));
   m.Log("placement (" + std::to_string(p.n_layer) + " layers, context " + std::to_string(m.n_ctx) + "):\n" +
         m.plan.ToString(m.nodes));

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "model/layout.h"
+
 namespace tandem::pipeline {
 namespace {
 
@@ -45,25 +47,25 @@ Result<std::vector<std::pair<int64_t, int64_t>>> ParseLayers(const std::string& 
 }  // namespace
 
 ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p, int64_t n_ctx,
-                         double kv_bytes_per_element) {
+                         quant::TensorType type_k, quant::TensorType type_v) {
   ModelFootprint f;
   f.layer_bytes.assign(p.n_layer, 0);
-  bool has_output = false;
   for (const gguf::TensorInfo& t : file.tensors()) {
     int64_t layer = -1;
-    if (std::sscanf(t.name.c_str(), "blk.%" SCNd64 ".", &layer) == 1 && layer >= 0 && layer < p.n_layer) {
-      f.layer_bytes[layer] += t.n_bytes;
-    } else if (t.name == "token_embd.weight") {
-      f.embd_bytes += t.n_bytes;
-    } else if (t.name == "output.weight" || t.name == "output_norm.weight") {
-      f.head_bytes += t.n_bytes;
-      has_output = has_output || t.name == "output.weight";
-    } else {
-      f.embd_bytes += t.n_bytes;  // small extras (rope_freqs) live with the first node
+    switch (model::PartOf(t.name, &layer)) {
+      case model::TensorPart::kLayer:
+        if (layer < p.n_layer) f.layer_bytes[layer] += t.n_bytes;
+        break;
+      case model::TensorPart::kEmbedding: f.embd_bytes += t.n_bytes; break;
+      case model::TensorPart::kHead: f.head_bytes += t.n_bytes; break;
+      case model::TensorPart::kShared: f.shared_bytes += t.n_bytes; break;
     }
   }
-  if (!has_output) f.head_bytes += f.embd_bytes;  // tied head: the last node needs the table
-  f.kv_bytes_per_layer = static_cast<uint64_t>(2.0 * n_ctx * p.kv_dim() * kv_bytes_per_element);
+  if (model::HeadIsTied(file)) {  // the last node needs the embedding table as its head
+    const gguf::TensorInfo* e = file.FindTensor("token_embd.weight");
+    if (e != nullptr) f.head_bytes += e->n_bytes;
+  }
+  f.kv_bytes_per_layer = model::KvCacheBytes(p, n_ctx, 1, type_k, type_v);
   return f;
 }
 
@@ -126,6 +128,7 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
     s.layer_begin = ranges[i].first;
     s.layer_end = ranges[i].second;
     for (int64_t l = s.layer_begin; l < s.layer_end; ++l) s.weight_bytes += m.layer_bytes[l];
+    s.weight_bytes += m.shared_bytes;
     if (i == 0) s.weight_bytes += m.embd_bytes;
     if (i == n - 1) s.weight_bytes += m.head_bytes;
     s.kv_bytes = m.kv_bytes_per_layer * (s.layer_end - s.layer_begin);

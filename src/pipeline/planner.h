@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "gguf/reader.h"
 #include "model/params.h"
+#include "quant/quant.h"
 
 namespace tandem::pipeline {
 
@@ -24,10 +25,13 @@ struct ModelFootprint {
   std::vector<uint64_t> layer_bytes;  // weights of each layer
   uint64_t embd_bytes = 0;            // token embedding (first node)
   uint64_t head_bytes = 0;            // output norm and head (last node); the embedding if tied
-  uint64_t kv_bytes_per_layer = 0;    // KV cache of one layer for the planned context
+  uint64_t shared_bytes = 0;          // small tensors every node holds (model::TensorPart::kShared)
+  uint64_t kv_bytes_per_layer = 0;    // KV cache of one layer for the planned context and types
 };
+// The parts as model/layout.h assigns them to stages; the KV cache of the given types.
 ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p, int64_t n_ctx,
-                         double kv_bytes_per_element = 2.0);
+                         quant::TensorType type_k = quant::TensorType::kF16,
+                         quant::TensorType type_v = quant::TensorType::kF16);
 
 struct NodeInfo {
   std::string name;          // "main" or "HOST:PORT"

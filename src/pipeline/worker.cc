@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cinttypes>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "model/forward.h"
+#include "model/layout.h"
 #include "quant/quant.h"
 
 namespace tandem::pipeline {
@@ -378,23 +378,19 @@ class Session {
     }
     model_ = std::make_unique<model::Model>(std::move(*model));
     const int threads = m.threads > 0 ? static_cast<int>(m.threads) : w_->o.threads;
-    // Bring this stage's weights into memory, with progress for the controller.
-    std::vector<const gguf::TensorInfo*> mine;
-    uint64_t total = 0;
-    for (const gguf::TensorInfo& t : model_->file().tensors()) {
-      int64_t layer = -1;
-      const bool in_range = std::sscanf(t.name.c_str(), "blk.%" SCNd64 ".", &layer) == 1 &&
-                            layer >= m.layer_begin && layer < m.layer_end;
-      const bool head = m.layer_end == p.n_layer &&
-                        (t.name == "output.weight" || t.name == "output_norm.weight" ||
-                         (t.name == "token_embd.weight" && model_->output.data == model_->token_embd.data));
-      if (in_range || head) {
-        mine.push_back(&t);
-        total += t.n_bytes;
-      }
-    }
+    model::ContextOptions copts;
+    copts.flash_attn = m.flash_attn;
+    copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
+    copts.type_v = m.cache_v == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
+    TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(p, copts));
+    // This stage's weights (never the first stage: that is the main node) and KV cache.
+    const model::StageTensors stage = model::TensorsOfStage(model_->file(), m.layer_begin, m.layer_end,
+                                                            /*first=*/false, m.layer_end == p.n_layer);
+    const std::vector<const gguf::TensorInfo*>& mine = stage.tensors;
+    const uint64_t total = stage.bytes;
+    const uint64_t kv_bytes =
+        model::KvCacheBytes(p, m.n_ctx, m.layer_end - m.layer_begin, copts.type_k, copts.type_v);
     // Refuse before reading or copying anything.
-    const uint64_t kv_bytes = 2ull * m.n_ctx * p.kv_dim() * 2 * (m.layer_end - m.layer_begin);
     const uint64_t budget = w_->info.free_memory;
     if (budget > 0 && total + kv_bytes > budget) {
       return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
@@ -426,11 +422,6 @@ class Session {
       if (st.code() == Code::kCancelled) return Status::Ok();
       TANDEM_RETURN_IF_ERROR(st);
     }
-    model::ContextOptions copts;
-    copts.flash_attn = m.flash_attn;
-    copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
-    copts.type_v = m.cache_v == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
-    TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(p, copts));
     stage_ = std::make_unique<exec::Stage>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end, copts);
     w_->Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
             std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
