@@ -13,7 +13,6 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -22,7 +21,7 @@
 #include "modelstore/model_files.h"
 #include "pipeline/wire.h"
 #include "kernels/kernels.h"
-#include "kernels/matmul.h"
+#include "kernels/speed.h"
 #include "model/forward.h"
 #include "model/layout.h"
 #include "quant/quant.h"
@@ -36,36 +35,6 @@ using net::MsgType;
 
 int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-// Q4_K matrix-vector speed in GB/s of weights over a 36 MiB matrix (bigger than most caches).
-float MeasureMatvec(int threads) {
-  const int64_t rows = 8192, cols = 8192;
-  const size_t row_bytes = quant::RowBytes(quant::TensorType::kQ4_K, cols);
-  std::vector<uint8_t> w(rows * row_bytes);
-  std::mt19937 rng(3);
-  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
-  // Small finite scales so the arithmetic stays ordinary.
-  for (int64_t r = 0; r < rows; ++r) {
-    for (size_t b = 0; b < row_bytes; b += sizeof(quant::BlockQ4_K)) {
-      auto* blk = reinterpret_cast<quant::BlockQ4_K*>(&w[r * row_bytes + b]);
-      blk->d = quant::Fp32ToFp16(0.01f);
-      blk->dmin = quant::Fp32ToFp16(0.01f);
-    }
-  }
-  std::vector<float> x(cols, 0.5f), y(rows);
-  ThreadPool pool(threads);
-  kernels::Scratch scratch;
-  const kernels::KernelTable& k = kernels::Best();
-  kernels::MatVec(k, pool, quant::TensorType::kQ4_K, w.data(), rows, cols, x.data(), y.data(), scratch);
-  const auto t0 = Clock::now();
-  int reps = 0;
-  while (reps < 3 || MsSince(t0) < 100) {
-    kernels::MatVec(k, pool, quant::TensorType::kQ4_K, w.data(), rows, cols, x.data(), y.data(), scratch);
-    ++reps;
-  }
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return static_cast<float>(w.size() * static_cast<double>(reps) / s / 1e9);
 }
 
 struct Task {
@@ -718,7 +687,7 @@ Result<std::unique_ptr<Worker>> Worker::Start(WorkerOptions o) {
   impl->info.cpu_features = kernels::IsaName(kernels::Best().isa);
   impl->info.threads = static_cast<uint32_t>(o.threads);
   impl->info.free_memory = o.mem_bytes > 0 ? o.mem_bytes : sys::Memory().available;
-  impl->info.matvec_gbps = MeasureMatvec(o.threads);
+  impl->info.matvec_gbps = kernels::MeasureMatVecSpeed(o.threads);
   impl->o = std::move(o);
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }

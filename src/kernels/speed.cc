@@ -1,0 +1,43 @@
+#include "kernels/speed.h"
+
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "quant/quant.h"
+
+namespace tandem::kernels {
+
+float MeasureMatVecSpeed(int threads) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t rows = 8192, cols = 8192;
+  const size_t row_bytes = quant::RowBytes(quant::TensorType::kQ4_K, cols);
+  std::vector<uint8_t> w(rows * row_bytes);
+  std::mt19937 rng(3);
+  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+  // Small finite scales so the arithmetic stays ordinary.
+  for (int64_t r = 0; r < rows; ++r) {
+    for (size_t b = 0; b < row_bytes; b += sizeof(quant::BlockQ4_K)) {
+      auto* blk = reinterpret_cast<quant::BlockQ4_K*>(&w[r * row_bytes + b]);
+      blk->d = quant::Fp32ToFp16(0.01f);
+      blk->dmin = quant::Fp32ToFp16(0.01f);
+    }
+  }
+  std::vector<float> x(cols, 0.5f), y(rows);
+  ThreadPool pool(threads);
+  Scratch scratch;
+  const KernelTable& k = Best();
+  MatVec(k, pool, quant::TensorType::kQ4_K, w.data(), rows, cols, x.data(), y.data(), scratch);
+  const auto t0 = Clock::now();
+  int reps = 0;
+  double seconds = 0;
+  while (reps < 3 || seconds < 0.1) {
+    MatVec(k, pool, quant::TensorType::kQ4_K, w.data(), rows, cols, x.data(), y.data(), scratch);
+    ++reps;
+    seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return static_cast<float>(w.size() * static_cast<double>(reps) / seconds / 1e9);
+}
+
+}  // namespace tandem::kernels

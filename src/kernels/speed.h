@@ -1,0 +1,14 @@
+// A node's compute speed, measured: what a worker reports to the main node in its WorkerInfo
+// (and what placement by speed will use).
+//
+// Thread safety: independent calls may run concurrently; each uses its own threads and buffers.
+#pragma once
+
+namespace tandem::kernels {
+
+// GB/s of Q4_K weights that the best kernel table multiplies with a vector on `threads` threads,
+// over a 36 MiB matrix (larger than most caches, so it measures memory as a decode step does).
+// Takes about 0.1-0.3 s.
+float MeasureMatVecSpeed(int threads);
+
+}  // namespace tandem::kernels
