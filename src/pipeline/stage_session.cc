@@ -1,0 +1,596 @@
+#include "pipeline/stage_session.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/sys.h"
+#include "exec/executor.h"
+#include "modelstore/model_files.h"
+#include "pipeline/wire.h"
+#include "model/forward.h"
+#include "model/layout.h"
+#include "quant/quant.h"
+
+namespace tandem::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using net::Connection;
+using net::MsgType;
+
+int64_t MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+struct Task {
+  MsgType kind = MsgType::kForward;
+  net::LoadModel load;
+  net::LinkNext link;
+  net::Forward forward;
+};
+
+}  // namespace
+
+// The session's state and threads (see stage_session.h).
+class StageSession::Impl {
+ public:
+  Impl(const WorkerOptions& o, uint64_t free_memory, std::string peer)
+      : o_(o), free_memory_(free_memory), peer_(std::move(peer)) {}
+  ~Impl() { Join(); }
+
+  const std::string& peer() const { return peer_; }
+  uint64_t id() const { return id_.load(); }
+  bool finished() const { return finished_.load(); }
+
+  void Begin(net::Socket s) {
+    ctl_ = Connection::Start(
+        std::move(s), "controller " + peer_,
+        [this](uint16_t t, std::span<const uint8_t> p) { OnControllerFrame(t, p); },
+        [this](const Status& why) { Shutdown("controller connection closed: " + why.message()); });
+    compute_ = std::thread([this] { ComputeLoop(); });
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  }
+
+  Status AttachUpstream(net::Socket s, const std::string& peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (up_) return Status::InvalidArgument("the session already has an upstream stage");
+    up_ = Connection::Start(
+        std::move(s), "previous stage " + peer,
+        [this](uint16_t t, std::span<const uint8_t> p) { OnUpstreamFrame(t, p); },
+        [this](const Status& why) {
+          if (!finished_) Fail(0, Status::IOError("link from the previous stage lost: " + why.message()));
+        });
+    return Status::Ok();
+  }
+
+  // Stops everything; safe from any thread, any number of times.
+  void Shutdown(const std::string& why) {
+    if (finished_.exchange(true)) return;
+    Log("session from " + peer_ + " ended: " + why);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto* c : {&ctl_, &up_, &down_}) {
+        if (*c) (*c)->Close(Status::Ok());
+      }
+    }
+    cv_.notify_all();
+  }
+
+  void Join() {
+    if (compute_.joinable()) compute_.join();
+    if (heartbeat_.joinable()) heartbeat_.join();
+    std::shared_ptr<Connection> conns[3];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      conns[0] = ctl_;
+      conns[1] = up_;
+      conns[2] = down_;
+    }
+    for (auto& c : conns) {
+      if (c) {
+        c->Close();
+        c->Join();
+      }
+    }
+  }
+
+ private:
+  // Reports a failure to the controller and ends the session.
+  void Fail(uint64_t request, const Status& st) {
+    SendError(request, st);
+    // Give the sender thread a moment to put the error on the wire before closing.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Shutdown(st.ToString());
+  }
+
+  void SendError(uint64_t request, const Status& st) {
+    net::ErrorMsg e;
+    e.request = request;
+    e.code = static_cast<uint8_t>(st.ok() ? Code::kInternal : st.code());
+    e.message = st.message();
+    std::shared_ptr<Connection> ctl = Get(&ctl_);
+    if (ctl) ctl->Send(MsgType::kError, e);
+  }
+
+  std::shared_ptr<Connection> Get(std::shared_ptr<Connection>* c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return *c;
+  }
+
+  void Push(Task t) {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Back-pressure: the reader stops reading (and TCP pushes back) while the queue is full.
+    cv_.wait(lock, [&] { return finished_ || tasks_.size() < 64; });
+    if (finished_) return;
+    tasks_.push_back(std::move(t));
+    cv_.notify_all();
+  }
+
+  // A small Forward (a decode step) that finds the session idle runs right here on the reader
+  // thread that decoded it: handing it to the compute thread costs a thread wake-up per stage
+  // boundary, tens of microseconds on a VM, on every token. Anything else, and everything that
+  // arrives while a task runs, goes through the queue in order. A small Forward takes
+  // milliseconds, so the pongs this reader owes are late by at most that (the link is declared
+  // dead after link_dead_ms, seconds).
+  void RunOrPush(Task t) {
+    if (t.kind == MsgType::kForward && t.forward.seq.size() <= kInlineForwardTokens) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!finished_ && tasks_.empty() && !busy_) {
+        busy_ = true;
+        lock.unlock();
+        RunForward(t.forward);
+        lock.lock();
+        busy_ = false;
+        lock.unlock();
+        cv_.notify_all();
+        return;
+      }
+    }
+    Push(std::move(t));
+  }
+
+  void ProtocolError(const std::string& from, const std::string& what) {
+    Log("protocol error from " + from + ": " + what);
+    Fail(0, Status::Corruption("protocol error from " + from + ": " + what));
+  }
+
+  void OnControllerFrame(uint16_t type, std::span<const uint8_t> p) {
+    Task t;
+    t.kind = static_cast<MsgType>(type);
+    switch (t.kind) {
+      case MsgType::kPing: {
+        Result<net::Ping> ping = net::Ping::Decode(p);
+        if (!ping.ok()) return ProtocolError(peer_, ping.status().message());
+        Get(&ctl_)->Send(MsgType::kPong, *ping);
+        return;
+      }
+      case MsgType::kEndSession:
+        return Shutdown("the controller ended the session");
+      case MsgType::kWeightsChunk:
+        return OnWeightsChunk(p);
+      case MsgType::kWeightsDone:
+        return OnWeightsDone(p);
+      case MsgType::kLoadModel: {
+        Result<net::LoadModel> m = net::LoadModel::Decode(p);
+        if (!m.ok()) return ProtocolError(peer_, m.status().message());
+        t.load = std::move(*m);
+        id_ = t.load.session;
+        return Push(std::move(t));
+      }
+      case MsgType::kLinkNext: {
+        Result<net::LinkNext> m = net::LinkNext::Decode(p);
+        if (!m.ok()) return ProtocolError(peer_, m.status().message());
+        t.link = std::move(*m);
+        return Push(std::move(t));
+      }
+      case MsgType::kForward: {
+        Status st = net::Forward::DecodeInto(p, &t.forward);
+        if (!st.ok()) return ProtocolError(peer_, st.message());
+        return RunOrPush(std::move(t));
+      }
+      default:
+        return ProtocolError(peer_, "unexpected " + std::string(net::MsgTypeName(type)) + " frame");
+    }
+  }
+
+  void OnUpstreamFrame(uint16_t type, std::span<const uint8_t> p) {
+    if (type == static_cast<uint16_t>(MsgType::kPing)) {
+      Result<net::Ping> ping = net::Ping::Decode(p);
+      if (!ping.ok()) return ProtocolError("the previous stage", ping.status().message());
+      Get(&up_)->Send(MsgType::kPong, *ping);
+      return;
+    }
+    if (type != static_cast<uint16_t>(MsgType::kForward)) {
+      return ProtocolError("the previous stage", "unexpected " + std::string(net::MsgTypeName(type)) + " frame");
+    }
+    Task t;
+    t.kind = MsgType::kForward;
+    Status st = net::Forward::DecodeInto(p, &t.forward);
+    if (!st.ok()) return ProtocolError("the previous stage", st.message());
+    RunOrPush(std::move(t));
+  }
+
+  void ComputeLoop() {
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return finished_ || (!tasks_.empty() && !busy_); });
+        if (finished_) return;
+        t = std::move(tasks_.front());
+        tasks_.pop_front();
+        busy_ = true;
+      }
+      cv_.notify_all();
+      switch (t.kind) {
+        case MsgType::kLoadModel: {
+          Status st = Load(t.load);
+          if (!st.ok()) Fail(0, st);
+          break;
+        }
+        case MsgType::kLinkNext: {
+          Status st = Link(t.link);
+          if (!st.ok()) Fail(0, st);
+          break;
+        }
+        default:
+          RunForward(t.forward);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = false;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  void HeartbeatLoop() {
+    uint64_t n = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!finished_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(o_.ping_interval_ms));
+      if (finished_) return;
+      std::shared_ptr<Connection> down = down_, ctl = ctl_;
+      lock.unlock();
+      if (down) {
+        down->Send(MsgType::kPing, net::Ping{++n});
+        const int64_t silent = MsSince(down->last_receive());
+        if (silent > o_.link_dead_ms) {
+          Fail(0, Status::IOError("the link to the next stage " + down->name() + " has been silent for " +
+                                  std::to_string(silent) + " ms"));
+        }
+      }
+      if (ctl && MsSince(ctl->last_receive()) > o_.controller_dead_ms) {
+        Shutdown("the controller has been silent for " + std::to_string(MsSince(ctl->last_receive())) + " ms");
+      }
+      lock.lock();
+    }
+  }
+
+  Status Load(const net::LoadModel& m) {
+    if (model_) return Status::InvalidArgument("the session already has a model");
+    modelstore::ModelId want{m.header_digest, m.file_size};
+    Result<std::string> path = modelstore::FindModel(want, {o_.model_path}, o_.models_dir);
+    std::string source;
+    uint64_t received = 0;
+    if (!path.ok() && o_.use_main_path) {
+      Result<std::string> same_machine = modelstore::FindModel(want, {m.model_path}, "");
+      if (same_machine.ok()) path = std::move(same_machine);
+    }
+    if (path.ok()) {
+      source = "local file " + *path;
+    } else if (o_.cache_dir.empty()) {
+      return Status::NotFound(path.status().message() +
+                              "\n(start the worker with --cache-dir DIR to receive the weights from "
+                              "the main node once, or copy " + m.model_name + " here and give -m)");
+    } else {
+      modelstore::WeightCache cache(o_.cache_dir);
+      Result<std::string> cached = cache.Find(want, m.layer_begin, m.layer_end, m.last_stage);
+      if (cached.ok()) {
+        path = *cached;
+        source = "cache " + *path;
+      } else {
+        TANDEM_ASSIGN_OR_RETURN(std::string got, Receive(cache, want, m));
+        path = got;
+        received = recv_bytes_;
+        source = "the main node, now cached in " + got;
+      }
+    }
+    Result<model::Model> model = model::Model::Load(*path);
+    if (!model.ok()) return model.status();
+    const model::ModelParams& p = model->params();
+    if (m.layer_end > p.n_layer) {
+      return Status::InvalidArgument("layers " + std::to_string(m.layer_begin) + ".." +
+                                     std::to_string(m.layer_end - 1) + " do not exist in a " +
+                                     std::to_string(p.n_layer) + "-layer model");
+    }
+    model_ = std::make_unique<model::Model>(std::move(*model));
+    const int threads = m.threads > 0 ? static_cast<int>(m.threads) : o_.threads;
+    model::ContextOptions copts;
+    copts.flash_attn = m.flash_attn;
+    copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
+    copts.type_v = m.cache_v == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
+    TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(p, copts));
+    // This stage's weights (never the first stage: that is the main node) and KV cache.
+    const model::StageTensors stage = model::TensorsOfStage(model_->file(), m.layer_begin, m.layer_end,
+                                                            /*first=*/false, m.layer_end == p.n_layer);
+    const std::vector<const gguf::TensorInfo*>& mine = stage.tensors;
+    const uint64_t total = stage.bytes;
+    const uint64_t kv_bytes =
+        model::KvCacheBytes(p, m.n_ctx, m.layer_end - m.layer_begin, copts.type_k, copts.type_v);
+    // Refuse before reading or copying anything.
+    const uint64_t budget = free_memory_;
+    if (budget > 0 && total + kv_bytes > budget) {
+      return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
+                                       std::to_string(m.layer_end - 1) + " need " +
+                                       std::to_string((total + kv_bytes) >> 20) + " MiB but this worker has " +
+                                       std::to_string(budget >> 20) + " MiB");
+    }
+    std::shared_ptr<Connection> ctl = Get(&ctl_);
+    if (m.use_mmap) {
+      uint64_t done = 0, sink = 0;
+      auto last = Clock::now();
+      for (const gguf::TensorInfo* t : mine) {
+        for (uint64_t off = 0; off < t->n_bytes; off += 4096) sink += t->data[off];
+        done += t->n_bytes;
+        if (MsSince(last) > 200 || done == total) {
+          ctl->Send(MsgType::kLoadProgress, net::LoadProgress{done, total, "reading weights from " + *path});
+          last = Clock::now();
+        }
+        if (finished_) return Status::Ok();
+      }
+      (void)sink;
+    } else {
+      Status st = model_->CopyIntoMemory(m.layer_begin, m.layer_end, m.layer_end == p.n_layer,
+                                         [&](uint64_t done, uint64_t all) {
+                                           ctl->Send(MsgType::kLoadProgress,
+                                                     net::LoadProgress{done, all, "copying weights from " + *path});
+                                           return !finished_.load();
+                                         });
+      if (st.code() == Code::kCancelled) return Status::Ok();
+      TANDEM_RETURN_IF_ERROR(st);
+    }
+    stage_ = std::make_unique<exec::Stage>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end, copts);
+    Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
+            std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
+            " MiB weights " + (m.use_mmap ? "used from the file map" : "copied into memory") + ", " +
+            std::to_string(kv_bytes >> 20) + " MiB KV cache, " +
+            std::to_string(threads) + " threads, weights from " + source + ")");
+    net::Loaded loaded{total, kv_bytes, received, source};
+    ctl->Send(MsgType::kLoaded, loaded);
+    return Status::Ok();
+  }
+
+  // Asks the controller for this stage's bytes of the model file and writes them at their
+  // offsets into a sparse copy in the cache (on the reader thread, see OnWeights*); returns the
+  // copy's path once the digest of everything received matches the controller's.
+  Result<std::string> Receive(const modelstore::WeightCache& cache, const modelstore::ModelId& id, const net::LoadModel& m) {
+    std::error_code ec;
+    std::filesystem::create_directories(o_.cache_dir, ec);
+    const std::string temp = cache.TempPath(id, m.layer_begin, m.layer_end, m.last_stage);
+    const int fd = ::open(temp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::IOError("cannot create " + temp + ": " + std::strerror(errno));
+    if (::ftruncate(fd, static_cast<off_t>(id.file_size)) != 0) {
+      ::close(fd);
+      return Status::IOError("cannot size " + temp + ": " + std::strerror(errno));
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      recv_fd_ = fd;
+      recv_size_ = id.file_size;
+      recv_bytes_ = 0;
+      recv_hash_ = std::make_unique<modelstore::Hasher>();
+      recv_state_ = kReceiving;
+      recv_progress_ = Clock::now();
+    }
+    Log("no local copy of " + m.model_name + ": receiving layers " + std::to_string(m.layer_begin) +
+            ".." + std::to_string(m.layer_end - 1) + " from " + peer_);
+    Get(&ctl_)->Send(MsgType::kNeedWeights, net::Empty{});
+    net::Digest digest;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return finished_ || recv_state_ == kReceived || recv_state_ == kFailed; });
+      ::close(recv_fd_);
+      recv_fd_ = -1;
+      if (finished_ || recv_state_ != kReceived) {
+        std::filesystem::remove(temp, ec);
+        return Status::IOError(finished_ ? "session ended while receiving weights" : recv_error_);
+      }
+      digest = recv_digest_;
+    }
+    TANDEM_RETURN_IF_ERROR(cache.Commit(temp, id, m.layer_begin, m.layer_end, m.last_stage, digest));
+    return cache.FinalPath(id, m.layer_begin, m.layer_end, m.last_stage);
+  }
+
+  void OnWeightsChunk(std::span<const uint8_t> p) {
+    Result<net::WeightsChunk> c = net::WeightsChunk::Decode(p);
+    if (!c.ok()) return ProtocolError(peer_, c.status().message());
+    bool progress = false;
+    uint64_t done = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (recv_state_ != kReceiving) return ProtocolError(peer_, "weights that were not asked for");
+      if (c->offset > recv_size_ || c->bytes.size() > recv_size_ - c->offset) {
+        recv_state_ = kFailed;
+        recv_error_ = "a weights chunk lies outside the model file";
+        cv_.notify_all();
+        return;
+      }
+      for (size_t off = 0; off < c->bytes.size();) {
+        const ssize_t n = ::pwrite(recv_fd_, c->bytes.data() + off, c->bytes.size() - off,
+                                   static_cast<off_t>(c->offset + off));
+        if (n <= 0) {
+          recv_state_ = kFailed;
+          recv_error_ = std::string("cannot write received weights: ") + std::strerror(errno);
+          cv_.notify_all();
+          return;
+        }
+        off += static_cast<size_t>(n);
+      }
+      recv_hash_->Update(c->bytes.data(), c->bytes.size());
+      recv_bytes_ += c->bytes.size();
+      done = recv_bytes_;
+      if (MsSince(recv_progress_) > 200 || done == c->total) {
+        recv_progress_ = Clock::now();
+        progress = true;
+      }
+    }
+    if (progress) Get(&ctl_)->Send(MsgType::kLoadProgress, net::LoadProgress{done, c->total, "receiving weights"});
+  }
+
+  void OnWeightsDone(std::span<const uint8_t> p) {
+    Result<net::WeightsDone> d = net::WeightsDone::Decode(p);
+    if (!d.ok()) return ProtocolError(peer_, d.status().message());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recv_state_ != kReceiving) return ProtocolError(peer_, "WeightsDone without a transfer");
+    recv_digest_ = recv_hash_->Final();
+    if (recv_digest_ != d->digest) {
+      recv_state_ = kFailed;
+      recv_error_ = "the weights received do not match their digest";
+    } else {
+      recv_state_ = kReceived;
+    }
+    cv_.notify_all();
+  }
+
+  Status Link(const net::LinkNext& l) {
+    if (!stage_) return Status::InvalidArgument("LinkNext before LoadModel");
+    const std::string name = l.host + ":" + std::to_string(l.port);
+    Result<net::Socket> s = net::Socket::Connect(l.host, l.port, 3000);
+    if (!s.ok()) return s.status().WithContext("next stage " + name);
+    Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kUpstream, o_.key);
+    if (!info.ok()) return info.status().WithContext("next stage " + name);
+    TANDEM_RETURN_IF_ERROR(net::WriteMessage(*s, MsgType::kAttach, net::Attach{id_}));
+    std::shared_ptr<Connection> down = Connection::Start(
+        std::move(*s), "next stage " + name, [](uint16_t, std::span<const uint8_t>) {},
+        [this, name](const Status& why) {
+          if (!finished_) Fail(0, Status::IOError("link to the next stage " + name + " lost: " + why.message()));
+        });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      down_ = down;
+    }
+    Get(&ctl_)->Send(MsgType::kLinked, net::Empty{});
+    return Status::Ok();
+  }
+
+  void RunForward(net::Forward& f) {
+    if (!stage_) return Fail(f.request, Status::InvalidArgument("Forward before LoadModel"));
+    const model::ModelParams& p = stage_->params();
+    if (f.n_embd != p.n_embd) {
+      return Fail(f.request, Status::InvalidArgument("hidden states of width " + std::to_string(f.n_embd) +
+                                                     " for a model of width " + std::to_string(p.n_embd)));
+    }
+    batch_.seq = f.seq;
+    batch_.pos = f.pos;
+    batch_.logits = f.logits;
+    batch_.tokens.clear();
+    exec::StageStep step;
+    step.clear_all = (f.flags & net::Forward::kClearAll) != 0;
+    step.truncate_seq = f.truncate_seq;
+    step.truncate_from = f.truncate_from;
+    sampling::SamplerParams sampler;
+    if (f.flags & net::Forward::kHasSampler) {
+      sampler = FromWire(f.sampler);
+      step.sampler = &sampler;
+      step.history = &f.sampler.history;
+    }
+    if (Status st = stage_->ApplyStep(step, batch_); !st.ok()) return Fail(f.request, st);
+    const auto t0 = Clock::now();
+    Status st = stage_->Forward(batch_, f.hidden.data());
+    if (!st.ok()) {
+      // The request failed but the session can go on (e.g. a full context).
+      SendError(f.request, st);
+      return;
+    }
+    f.stage_us.push_back(static_cast<uint32_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+    const size_t n = f.seq.size();
+    if (!stage_->is_last()) {
+      std::shared_ptr<Connection> down = Get(&down_);
+      if (!down) return Fail(f.request, Status::InvalidArgument("Forward before LinkNext"));
+      f.hidden.assign(stage_->hidden(), stage_->hidden() + n * p.n_embd);
+      down->Send(MsgType::kForward, f);
+      return;
+    }
+    if (!(f.flags & (net::Forward::kSample | net::Forward::kReturnLogits))) return;
+    net::ResultMsg r;
+    r.request = f.request;
+    r.compute_us = f.stage_us;
+    if (f.flags & net::Forward::kSample) {
+      Result<int32_t> tok = stage_->Sample(batch_);
+      if (!tok.ok()) {
+        SendError(f.request, tok.status());
+        return;
+      }
+      r.token = *tok;
+    }
+    if (f.flags & net::Forward::kReturnLogits) {
+      r.n_vocab = static_cast<uint32_t>(p.n_vocab);
+      r.logits.assign(stage_->logits(), stage_->logits() + stage_->n_logits() * p.n_vocab);
+    }
+    Get(&ctl_)->Send(MsgType::kResult, r);
+  }
+
+  void Log(const std::string& line) const {
+    if (o_.log) {
+      o_.log(line);
+    } else {
+      std::fprintf(stderr, "tandem worker: %s\n", line.c_str());
+    }
+  }
+
+  const WorkerOptions o_;
+  const uint64_t free_memory_;
+  std::string peer_;
+  std::atomic<uint64_t> id_{0};
+  std::atomic<bool> finished_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> tasks_;
+  bool busy_ = false;  // a task is running (on the compute thread or inline); guarded by mu_
+  static constexpr size_t kInlineForwardTokens = 4;
+  std::shared_ptr<Connection> ctl_, up_, down_;
+  std::thread compute_, heartbeat_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<exec::Stage> stage_;
+  model::Batch batch_;
+  // Weights being received (guarded by mu_).
+  enum { kIdle, kReceiving, kReceived, kFailed };
+  int recv_state_ = kIdle;
+  int recv_fd_ = -1;
+  uint64_t recv_size_ = 0;
+  std::atomic<uint64_t> recv_bytes_{0};
+  std::unique_ptr<modelstore::Hasher> recv_hash_;
+  net::Digest recv_digest_{};
+  std::string recv_error_;
+  Clock::time_point recv_progress_;
+};
+
+StageSession::StageSession(const WorkerOptions& options, uint64_t free_memory, std::string peer)
+    : impl_(std::make_unique<Impl>(options, free_memory, std::move(peer))) {}
+StageSession::~StageSession() = default;
+const std::string& StageSession::peer() const { return impl_->peer(); }
+uint64_t StageSession::id() const { return impl_->id(); }
+bool StageSession::finished() const { return impl_->finished(); }
+void StageSession::Begin(net::Socket s) { impl_->Begin(std::move(s)); }
+Status StageSession::AttachUpstream(net::Socket s, const std::string& peer) {
+  return impl_->AttachUpstream(std::move(s), peer);
+}
+void StageSession::Shutdown(const std::string& why) { impl_->Shutdown(why); }
+void StageSession::Join() { impl_->Join(); }
+
+}  // namespace tandem::pipeline
