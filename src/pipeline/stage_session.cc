@@ -19,6 +19,7 @@
 #include "base/sys.h"
 #include "exec/executor.h"
 #include "modelstore/model_files.h"
+#include "pipeline/weight_receiver.h"
 #include "pipeline/wire.h"
 #include "model/forward.h"
 #include "model/layout.h"
@@ -86,6 +87,7 @@ class StageSession::Impl {
         if (*c) (*c)->Close(Status::Ok());
       }
     }
+    receiver_.Cancel();
     cv_.notify_all();
   }
 
@@ -305,7 +307,7 @@ class StageSession::Impl {
       } else {
         TANDEM_ASSIGN_OR_RETURN(std::string got, Receive(cache, want, m));
         path = got;
-        received = recv_bytes_;
+        received = receiver_.bytes();
         source = "the main node, now cached in " + got;
       }
     }
@@ -374,44 +376,24 @@ class StageSession::Impl {
     return Status::Ok();
   }
 
-  // Asks the controller for this stage's bytes of the model file and writes them at their
-  // offsets into a sparse copy in the cache (on the reader thread, see OnWeights*); returns the
-  // copy's path once the digest of everything received matches the controller's.
-  Result<std::string> Receive(const modelstore::WeightCache& cache, const modelstore::ModelId& id, const net::LoadModel& m) {
+  // Asks the main node for this stage's bytes of the model file, which the reader thread writes
+  // into a sparse copy in the cache (receiver_); returns the copy's path once the digest of
+  // everything received matches the main node's.
+  Result<std::string> Receive(const modelstore::WeightCache& cache, const modelstore::ModelId& id,
+                              const net::LoadModel& m) {
     std::error_code ec;
     std::filesystem::create_directories(o_.cache_dir, ec);
     const std::string temp = cache.TempPath(id, m.layer_begin, m.layer_end, m.last_stage);
-    const int fd = ::open(temp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::IOError("cannot create " + temp + ": " + std::strerror(errno));
-    if (::ftruncate(fd, static_cast<off_t>(id.file_size)) != 0) {
-      ::close(fd);
-      return Status::IOError("cannot size " + temp + ": " + std::strerror(errno));
-    }
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      recv_fd_ = fd;
-      recv_size_ = id.file_size;
-      recv_bytes_ = 0;
-      recv_hash_ = std::make_unique<modelstore::Hasher>();
-      recv_state_ = kReceiving;
-      recv_progress_ = Clock::now();
-    }
+    TANDEM_RETURN_IF_ERROR(receiver_.Open(temp, id.file_size));
     Log("no local copy of " + m.model_name + ": receiving layers " + std::to_string(m.layer_begin) +
-            ".." + std::to_string(m.layer_end - 1) + " from " + peer_);
+        ".." + std::to_string(m.layer_end - 1) + " from " + peer_);
     Get(&ctl_)->Send(MsgType::kNeedWeights, net::Empty{});
-    net::Digest digest;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return finished_ || recv_state_ == kReceived || recv_state_ == kFailed; });
-      ::close(recv_fd_);
-      recv_fd_ = -1;
-      if (finished_ || recv_state_ != kReceived) {
-        std::filesystem::remove(temp, ec);
-        return Status::IOError(finished_ ? "session ended while receiving weights" : recv_error_);
-      }
-      digest = recv_digest_;
+    Result<net::Digest> digest = receiver_.Wait();
+    if (!digest.ok()) {
+      std::filesystem::remove(temp, ec);
+      return digest.status();
     }
-    TANDEM_RETURN_IF_ERROR(cache.Commit(temp, id, m.layer_begin, m.layer_end, m.last_stage, digest));
+    TANDEM_RETURN_IF_ERROR(cache.Commit(temp, id, m.layer_begin, m.layer_end, m.last_stage, *digest));
     return cache.FinalPath(id, m.layer_begin, m.layer_end, m.last_stage);
   }
 
@@ -420,50 +402,14 @@ class StageSession::Impl {
     if (!c.ok()) return ProtocolError(peer_, c.status().message());
     bool progress = false;
     uint64_t done = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (recv_state_ != kReceiving) return ProtocolError(peer_, "weights that were not asked for");
-      if (c->offset > recv_size_ || c->bytes.size() > recv_size_ - c->offset) {
-        recv_state_ = kFailed;
-        recv_error_ = "a weights chunk lies outside the model file";
-        cv_.notify_all();
-        return;
-      }
-      for (size_t off = 0; off < c->bytes.size();) {
-        const ssize_t n = ::pwrite(recv_fd_, c->bytes.data() + off, c->bytes.size() - off,
-                                   static_cast<off_t>(c->offset + off));
-        if (n <= 0) {
-          recv_state_ = kFailed;
-          recv_error_ = std::string("cannot write received weights: ") + std::strerror(errno);
-          cv_.notify_all();
-          return;
-        }
-        off += static_cast<size_t>(n);
-      }
-      recv_hash_->Update(c->bytes.data(), c->bytes.size());
-      recv_bytes_ += c->bytes.size();
-      done = recv_bytes_;
-      if (MsSince(recv_progress_) > 200 || done == c->total) {
-        recv_progress_ = Clock::now();
-        progress = true;
-      }
-    }
+    if (!receiver_.Chunk(*c, &progress, &done)) return ProtocolError(peer_, "weights that were not asked for");
     if (progress) Get(&ctl_)->Send(MsgType::kLoadProgress, net::LoadProgress{done, c->total, "receiving weights"});
   }
 
   void OnWeightsDone(std::span<const uint8_t> p) {
     Result<net::WeightsDone> d = net::WeightsDone::Decode(p);
     if (!d.ok()) return ProtocolError(peer_, d.status().message());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (recv_state_ != kReceiving) return ProtocolError(peer_, "WeightsDone without a transfer");
-    recv_digest_ = recv_hash_->Final();
-    if (recv_digest_ != d->digest) {
-      recv_state_ = kFailed;
-      recv_error_ = "the weights received do not match their digest";
-    } else {
-      recv_state_ = kReceived;
-    }
-    cv_.notify_all();
+    if (!receiver_.Done(d->digest)) return ProtocolError(peer_, "WeightsDone without a transfer");
   }
 
   Status Link(const net::LinkNext& l) {
@@ -568,16 +514,7 @@ class StageSession::Impl {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<exec::Stage> stage_;
   model::Batch batch_;
-  // Weights being received (guarded by mu_).
-  enum { kIdle, kReceiving, kReceived, kFailed };
-  int recv_state_ = kIdle;
-  int recv_fd_ = -1;
-  uint64_t recv_size_ = 0;
-  std::atomic<uint64_t> recv_bytes_{0};
-  std::unique_ptr<modelstore::Hasher> recv_hash_;
-  net::Digest recv_digest_{};
-  std::string recv_error_;
-  Clock::time_point recv_progress_;
+  WeightReceiver receiver_;  // weights arriving from the main node (no local copy)
 };
 
 StageSession::StageSession(const WorkerOptions& options, uint64_t free_memory, std::string peer)
