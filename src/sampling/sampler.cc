@@ -28,6 +28,13 @@ Status Validate(const SamplerParams& p) {
     return Bad("frequency_penalty", p.frequency_penalty, "finite");
   if (!std::isfinite(p.presence_penalty))
     return Bad("presence_penalty", p.presence_penalty, "finite");
+  if (p.banned.size() > kMaxBannedTokens) {
+    return Status::InvalidArgument("sampler: " + std::to_string(p.banned.size()) + " banned tokens (limit " +
+                                   std::to_string(kMaxBannedTokens) + ")");
+  }
+  for (int32_t t : p.banned) {
+    if (t < 0) return Status::InvalidArgument("sampler: a banned token id is negative");
+  }
   return Status::Ok();
 }
 
@@ -64,6 +71,14 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits) {
   if (!any_finite) return Status::InvalidArgument("sampler: every logit is -infinity");
   const SamplerParams& p = params_;
   candidates_.Reset(logits);
+  if (!p.banned.empty()) {
+    bool left = false;
+    for (int32_t t : p.banned) {
+      if (static_cast<size_t>(t) < logits.size()) candidates_.data[t].logit = -std::numeric_limits<float>::infinity();
+    }
+    for (const TokenCandidate& c : candidates_.data) left = left || std::isfinite(c.logit);
+    if (!left) return Status::InvalidArgument("sampler: every token that is not banned has logit -infinity");
+  }
   ApplyPenalties(history_, p.repeat_penalty, p.frequency_penalty, p.presence_penalty, &candidates_);
   if (p.temperature <= 0) return Greedy(candidates_);
   TopK(p.top_k, &candidates_);

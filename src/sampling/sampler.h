@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "base/status.h"
 #include "sampling/steps.h"
@@ -34,7 +35,11 @@ struct SamplerParams {
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
   uint64_t seed = kRandomSeed;
+  // Tokens that are never sampled (their logits count as -infinity): --ignore-eos bans the
+  // end-of-generation tokens, as llama.cpp does. At most kMaxBannedTokens.
+  std::vector<int32_t> banned;
 };
+inline constexpr size_t kMaxBannedTokens = 256;
 
 class Sampler {
  public:

@@ -228,3 +228,41 @@ TEST(SamplerTest, NoAllocationPerTokenOnceWarm) {
 
 }  // namespace
 }  // namespace tandem::sampling
+
+namespace tandem::sampling {
+namespace {
+
+// --ignore-eos: a banned token is never drawn, greedy or not; banning everything finite is an
+// error, not a silent pick; the list is bounded.
+TEST(SamplerBannedTest, BannedTokensAreNeverSampled) {
+  const std::vector<float> logits = {1.0f, 5.0f, 4.9f, -2.0f};
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  greedy.banned = {1};
+  Result<Sampler> g = Sampler::Create(greedy);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(*g->Sample(logits), 2);
+  SamplerParams hot;
+  hot.temperature = 2.0f;
+  hot.top_k = 0;
+  hot.top_p = 1;
+  hot.min_p = 0;
+  hot.seed = 7;
+  hot.banned = {1, 2};
+  Result<Sampler> h = Sampler::Create(hot);
+  ASSERT_TRUE(h.ok());
+  for (int i = 0; i < 200; ++i) {
+    Result<int32_t> t = h->Sample(logits);
+    ASSERT_TRUE(t.ok());
+    EXPECT_TRUE(*t == 0 || *t == 3) << *t;
+  }
+  greedy.banned = {0, 1, 2, 3};
+  EXPECT_FALSE(Sampler::Create(greedy)->Sample(logits).ok());
+  greedy.banned.assign(kMaxBannedTokens + 1, 0);
+  EXPECT_FALSE(Sampler::Create(greedy).ok());
+  greedy.banned = {-1};
+  EXPECT_FALSE(Sampler::Create(greedy).ok());
+}
+
+}  // namespace
+}  // namespace tandem::sampling
