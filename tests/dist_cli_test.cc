@@ -207,6 +207,77 @@ TEST(DistCliTest, WrongKeyIsRefusedAndTheRightKeyWorks) {
   std::remove(k2.c_str());
 }
 
+// One node and a pipeline give the same logits to the bit with their default micro-batches: a
+// 100-token prompt is one 512-token pass on one node and 32-token micro-batches over 3 stages.
+TEST(DistCliTest, DefaultMicroBatchesGiveTheSingleNodeLogitsBitForBit) {
+  const std::string model = ModelPath("tiny-q4_k_m.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += "the quick brown fox jumps over the lazy dog ";
+  const std::vector<std::string> base = {"logits", "-m", model, "-p", prompt, "--greedy", "2", "-t", "1"};
+  RunResult single = RunTandem(base);
+  ASSERT_EQ(single.code, 0) << single.err;
+  const nlohmann::json want = nlohmann::json::parse(single.out);
+  ASSERT_GT(want["prompt_tokens"].size(), 64u) << "the prompt must span several micro-batches";
+  int p1 = 0, p2 = 0;
+  auto w1 = StartWorker({}, &p1);
+  auto w2 = StartWorker({}, &p2);
+  ASSERT_TRUE(p1 && p2);
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--worker", Addr(p1), "--worker", Addr(p2)});
+  RunResult r = RunTandem(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["logits"], want["logits"]);
+}
+
+// `worker -p PORT` (rpc-server's spelling), `tandem probe` (reachable, key, what the worker
+// reports, round trips; no session, so a run right after works), and --dry-run over workers
+// (the plan, nothing loaded, the workers free again at once).
+TEST(DistCliTest, WorkerPortFlagProbeAndDryRun) {
+  const std::string model = ModelPath("tiny-q4_k_m.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  const std::string dir = ::testing::TempDir();
+  const std::string key = dir + "tandem_probe_key." + std::to_string(getpid());
+  const std::string wrong = key + ".wrong";
+  std::ofstream(key) << "a long enough probe key, number 1\n";
+  std::ofstream(wrong) << "a long enough probe key, number 2\n";
+  // A free port for -p: bind one, read it, let it go.
+  int port = 0;
+  {
+    Result<net::Listener> l = net::Listener::Bind("127.0.0.1", 0);
+    ASSERT_TRUE(l.ok());
+    port = l->port();
+  }
+  Process w({"worker", "-p", std::to_string(port), "-t", "1", "--auth-key-file", key});
+  ASSERT_TRUE(w.WaitForOutput("listening on 127.0.0.1:" + std::to_string(port), 30)) << w.out() << w.err();
+
+  RunResult probe = RunTandem({"probe", Addr(port), "--auth-key-file", key, "--pings", "5"});
+  ASSERT_EQ(probe.code, 0) << probe.err;
+  EXPECT_NE(probe.out.find("key accepted"), std::string::npos) << probe.out;
+  EXPECT_NE(probe.out.find("Q4_K matvec"), std::string::npos) << probe.out;
+  EXPECT_NE(probe.out.find("idle"), std::string::npos) << probe.out;
+  EXPECT_NE(probe.out.find("(5 pings)"), std::string::npos) << probe.out;
+  RunResult bad_key = RunTandem({"probe", Addr(port), "--auth-key-file", wrong});
+  EXPECT_EQ(bad_key.code, 1);
+  EXPECT_NE(bad_key.err.find("wrong key"), std::string::npos) << bad_key.err;
+  RunResult nobody = RunTandem({"probe", "127.0.0.1:1", "--timeout-ms", "500"});
+  EXPECT_EQ(nobody.code, 1);
+  EXPECT_NE(nobody.err.find("not reachable"), std::string::npos) << nobody.err;
+
+  RunResult dry = RunTandem({"run", "-m", model, "-p", "Hello", "--dry-run", "--worker", Addr(port),
+                             "--auth-key-file", key, "-ts", "1,3"});
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("placement"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find(Addr(port)), std::string::npos) << dry.out;
+  EXPECT_EQ(w.err().find("MiB weights"), std::string::npos) << "the worker loaded a stage: " << w.err();
+  // The dry run ended its session: a real run is served right away.
+  RunResult real = RunTandem({"logits", "-m", model, "-p", "Hello", "--greedy", "1", "--worker", Addr(port),
+                              "--auth-key-file", key});
+  EXPECT_EQ(real.code, 0) << real.err;
+  std::remove(key.c_str());
+  std::remove(wrong.c_str());
+}
+
 TEST(DistCliTest, WorkerRefusesAPublicAddressWithoutAKey) {
   RunResult r = RunTandem({"worker", "--host", "0.0.0.0", "--port", "0"});
   EXPECT_EQ(r.code, 1);

@@ -36,8 +36,10 @@ void RegisterChat(CLI::App& app, int* exit_code) {
                       tokenizer::SupportedChatTemplates());
   cmd->add_option("-n,--n-predict", a->gen.n_predict, "Most tokens per reply (-1: until the end of turn)")
       ->capture_default_str();
+  cmd->add_option("--stop", a->gen.stop, "Stop string that ends a reply (repeatable)");
   AddSamplingFlags(cmd, &a->gen.sampling);
   cmd->callback([a, exit_code] {
+    if (HandleDryRun(a->model, a->dist, exit_code)) return;
     Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
     if (!eo.ok()) {
       *exit_code = ReportError(eo.status().ToString());

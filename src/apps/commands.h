@@ -3,6 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+
+#include "base/status.h"
 
 namespace tandem::apps {
 
@@ -14,8 +17,12 @@ void RegisterLogits(CLI::App& app, int* exit_code);
 void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterChat(CLI::App& app, int* exit_code);
 void RegisterWorker(CLI::App& app, int* exit_code);
+void RegisterProbe(CLI::App& app, int* exit_code);
 
 // Prints "tandem: error: <message>" as one line on stderr and returns 1.
 int ReportError(const std::string& message);
+
+// The whole content of a file (a prompt, a text to tokenize); IOError naming the file.
+Result<std::string> ReadTextFile(const std::string& path);
 
 }  // namespace tandem::apps

@@ -3,13 +3,16 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "apps/commands.h"
 #include "apps/model_flags.h"
-#include "pipeline/coordinator.h"
+#include "pipeline/executor_factory.h"
 #include "exec/executor.h"
 #include "net/auth.h"
 
@@ -19,8 +22,8 @@ struct DistFlags {
   std::vector<std::string> workers;  // --worker HOST:PORT (repeatable) or --rpc a,b
   std::string tensor_split;
   std::string layers;
-  int64_t ubatch = 128;
   std::string key_file;
+  bool dry_run = false;
 };
 
 inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
@@ -41,19 +44,23 @@ inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
       ->group("Distributed");
   cmd->add_option("--layers", f->layers, "Explicit layer ranges per node, e.g. 0-7,8-15,16-21")
       ->group("Distributed");
-  cmd->add_option("--ubatch-size,--ub", f->ubatch, "Prompt tokens per pipeline micro-batch")
-      ->capture_default_str()->check(CLI::Range(1, 4096))->group("Distributed");
   cmd->add_option("--auth-key-file", f->key_file, "Pre-shared key file of the workers")
+      ->group("Distributed");
+  cmd->add_flag("--dry-run", f->dry_run,
+                "Print the placement plan (nodes, layers, weight and KV bytes) and exit without loading")
       ->group("Distributed");
 }
 
-// ClusterOptions from the flags; InvalidArgument for a bad split or an unreadable key.
-inline Result<pipeline::ClusterOptions> ToClusterOptions(const DistFlags& f, int64_t n_ctx, int threads) {
-  pipeline::ClusterOptions c;
+// ExecutorOptions from the model and distributed flags; InvalidArgument for a bad split or an
+// unreadable key.
+inline Result<pipeline::ExecutorOptions> ToExecutorOptions(const ModelFlags& m, const DistFlags& f) {
+  pipeline::ExecutorOptions c;
   c.workers = f.workers;
-  c.n_ctx = n_ctx;
-  c.threads = threads;
-  c.ubatch = f.ubatch;
+  c.n_ctx = m.n_ctx;
+  c.threads = m.threads;
+  c.ubatch = MicroBatch(m);
+  c.context = ToContextOptions(m);
+  c.use_mmap = m.use_mmap;
   c.plan.layers = f.layers;
   if (!f.tensor_split.empty()) {
     TANDEM_ASSIGN_OR_RETURN(c.plan.tensor_split, pipeline::ParseTensorSplit(f.tensor_split));
@@ -65,12 +72,32 @@ inline Result<pipeline::ClusterOptions> ToClusterOptions(const DistFlags& f, int
   return c;
 }
 
+// --dry-run: prints the plan for these flags (asking the workers for their free memory) without
+// loading any weights.
+inline Status DryRun(const std::string& model_path, const pipeline::ExecutorOptions& o) {
+  TANDEM_ASSIGN_OR_RETURN(model::Model m, model::Model::Load(model_path));
+  pipeline::ExecutorOptions clamped = o;
+  clamped.n_ctx = std::min(o.n_ctx, m.params().n_ctx_train);
+  TANDEM_ASSIGN_OR_RETURN(std::string plan, pipeline::DescribePlan(m, clamped));
+  std::printf("%s", plan.c_str());
+  return Status::Ok();
+}
+
+// For the commands' callbacks: true when --dry-run was given and handled (the plan printed, or
+// the error reported in *exit_code).
+inline bool HandleDryRun(const ModelFlags& m, const DistFlags& d, int* exit_code) {
+  if (!d.dry_run) return false;
+  Result<pipeline::ExecutorOptions> o = ToExecutorOptions(m, d);
+  Status st = o.ok() ? DryRun(m.model, *o) : o.status();
+  if (!st.ok()) *exit_code = ReportError(st.ToString());
+  return true;
+}
+
 // EngineOptions for the model flags plus the workers, if any.
 inline Result<engine::EngineOptions> ToEngineOptions(const ModelFlags& m, const DistFlags& d) {
-  engine::EngineOptions e = ToEngineOptions(m);
-  if (!d.workers.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(e.cluster, ToClusterOptions(d, m.n_ctx, m.threads));
-  }
+  engine::EngineOptions e;
+  e.model_path = m.model;
+  TANDEM_ASSIGN_OR_RETURN(e.exec, ToExecutorOptions(m, d));
   return e;
 }
 

@@ -268,14 +268,6 @@ void PrintJson(const std::string& path, const GgufFile& f, const ModelSummary& s
 
 }  // namespace
 
-int ReportError(const std::string& message) {
-  std::string line = message;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  std::fprintf(stderr, "tandem: error: %s\n", line.c_str());
-  return 1;
-}
 
 void RegisterInspect(CLI::App& app, int* exit_code) {
   struct Args {

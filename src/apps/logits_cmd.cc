@@ -27,6 +27,7 @@ void RegisterLogits(CLI::App& app, int* exit_code) {
   cmd->add_option("--greedy", a->greedy, "Greedy tokens to generate after the prompt")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([a, exit_code] {
+    if (HandleDryRun(a->model, a->dist, exit_code)) return;
     auto fail = [&](const Status& s) { *exit_code = ReportError(s.ToString()); };
     Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
     if (!eo.ok()) return fail(eo.status());

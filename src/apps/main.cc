@@ -18,8 +18,9 @@ int main(int argc, char** argv) {
   tandem::apps::RegisterBench(app, &exit_code);
   tandem::apps::RegisterChat(app, &exit_code);
   tandem::apps::RegisterWorker(app, &exit_code);
+  tandem::apps::RegisterProbe(app, &exit_code);
   std::vector<const char*> args(argv, argv + argc);
-  tandem::apps::RewriteShortFlags(args);  // -fa, -ctk, -ctv
+  tandem::apps::RewriteShortFlags(args);  // -fa, -ctk, -ctv, -ub, -ts
   try {
     app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +18,8 @@ struct ModelFlags {
   std::string model;
   int64_t n_ctx = 4096;
   int threads = sys::DefaultThreadCount();  // physical cores (performance cores on Apple Silicon)
-  int64_t n_batch = 512;
+  int64_t ubatch = 0;   // -ub: prompt tokens per micro-batch (0: chosen per prompt)
+  int64_t n_batch = 0;  // -b: llama.cpp's batch; here it caps the micro-batch (0: no cap)
   bool flash_attn = false;
   bool use_mmap = false;
   std::string cache_type_k = "f16", cache_type_v = "f16";
@@ -27,7 +29,8 @@ struct ModelFlags {
 // (main.cc calls this on the command line before parsing; nothing after "--" changes).
 inline void RewriteShortFlags(std::vector<const char*>& args) {
   static constexpr const char* kFlags[][2] = {
-      {"-fa", "--flash-attn"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+      {"-fa", "--flash-attn"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
+      {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}};
   for (size_t i = 1; i < args.size(); ++i) {
     if (std::string_view(args[i]) == "--") break;
     for (const auto& f : kFlags) {
@@ -49,8 +52,13 @@ inline void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", f->threads, "Threads")->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("-b,--batch-size", f->n_batch, "Prompt tokens per forward pass")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--ubatch-size,--ub", f->ubatch,
+                  "Prompt tokens per micro-batch (-ub), on one node and over workers alike (default: "
+                  "chosen from the prompt length and the number of stages)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("-b,--batch-size", f->n_batch,
+                  "llama.cpp's batch size: the most prompt tokens per forward pass (caps -ub)")
+      ->check(CLI::Range(1, 4096));
   cmd->add_flag("--flash-attn", f->flash_attn,
                 "Flash attention (-fa): tiled over the cache with an online softmax");
   cmd->add_flag("--mmap,!--no-mmap", f->use_mmap,
@@ -66,8 +74,11 @@ inline model::ContextOptions ToContextOptions(const ModelFlags& f) {
   return {f.flash_attn, CacheType(f.cache_type_k), CacheType(f.cache_type_v)};
 }
 
-inline engine::EngineOptions ToEngineOptions(const ModelFlags& f) {
-  return {f.model, f.n_ctx, f.threads, f.n_batch, ToContextOptions(f), f.use_mmap};
+// The micro-batch the flags ask for: -ub, capped by -b; -b alone sets it (as in llama.cpp, where
+// the micro-batch defaults to the batch when that is smaller); 0 when neither is given.
+inline int64_t MicroBatch(const ModelFlags& f) {
+  if (f.ubatch > 0) return f.n_batch > 0 ? std::min(f.ubatch, f.n_batch) : f.ubatch;
+  return f.n_batch;
 }
 
 inline void AddSamplingFlags(CLI::App* cmd, sampling::SamplerParams* s) {
@@ -83,7 +94,11 @@ inline void AddSamplingFlags(CLI::App* cmd, sampling::SamplerParams* s) {
       ->capture_default_str();
   cmd->add_option("--presence-penalty", s->presence_penalty, "Presence penalty")
       ->capture_default_str();
-  cmd->add_option("-s,--seed", s->seed, "Random seed (default: random)");
+  cmd->add_option_function<int64_t>(
+         "-s,--seed",
+         [s](int64_t v) { s->seed = v < 0 ? sampling::kRandomSeed : static_cast<uint64_t>(v); },
+         "Random seed (-1 or unset: random)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{0xFFFFFFFE}));
 }
 
 }  // namespace tandem::apps

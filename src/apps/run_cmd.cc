@@ -13,6 +13,7 @@ void RegisterRun(CLI::App& app, int* exit_code) {
     ModelFlags model;
     DistFlags dist;
     std::string prompt;
+    std::string prompt_file;
     engine::GenerateOptions gen;
   };
   auto a = std::make_shared<Args>();
@@ -20,11 +21,23 @@ void RegisterRun(CLI::App& app, int* exit_code) {
   AddModelFlags(cmd, &a->model);
   AddDistFlags(cmd, &a->dist);
   cmd->add_option("-p,--prompt", a->prompt, "Prompt (empty: start from BOS alone)");
+  cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from this file")->excludes("--prompt");
+  cmd->add_flag("--ignore-eos", a->gen.ignore_eos,
+                "Never end at the end-of-sequence token (it is never sampled); stop at -n");
   cmd->add_option("-n,--n-predict", a->gen.n_predict, "Tokens to generate (-1: until EOS)")
       ->capture_default_str();
   cmd->add_option("--stop", a->gen.stop, "Stop string (repeatable)");
   AddSamplingFlags(cmd, &a->gen.sampling);
   cmd->callback([a, exit_code] {
+    if (HandleDryRun(a->model, a->dist, exit_code)) return;
+    if (!a->prompt_file.empty()) {
+      Result<std::string> text = ReadTextFile(a->prompt_file);
+      if (!text.ok()) {
+        *exit_code = ReportError(text.status().ToString());
+        return;
+      }
+      a->prompt = std::move(*text);
+    }
     Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
     if (!eo.ok()) {
       *exit_code = ReportError(eo.status().ToString());

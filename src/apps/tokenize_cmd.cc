@@ -17,15 +17,6 @@ namespace {
 using tokenizer::TokenId;
 using tokenizer::Tokenizer;
 
-Result<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IOError("cannot read " + path);
-  return ss.str();
-}
-
 // A piece on one line: quoted, with control characters, quotes, backslashes and bytes that are
 // not valid UTF-8 (a piece may hold part of a character) escaped.
 std::string Quoted(std::string_view piece) {

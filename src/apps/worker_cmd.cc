@@ -26,7 +26,7 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
       "worker", "Serve layers of a model to a main node (run this on each extra machine)");
   cmd->add_option("--host", a->o.host, "Address to listen on (a non-loopback address needs a key)")
       ->capture_default_str();
-  cmd->add_option("--port", a->o.port, "Port (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("-p,--port", a->o.port, "Port (0: any free port, printed at start)")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.threads, "Threads for computing")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--mem", a->mem_mb, "Memory this worker may use, MiB (default: what is available)");

@@ -35,51 +35,13 @@ bool Engine::IsEndOfGeneration(int32_t id) const {
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(model::Model m, model::Model::Load(options.model_path));
-  TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(m.params(), options.context));
   Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromGguf(m.file());
   if (!t.ok()) return t.status().WithContext(options.model_path);
   auto mp = std::make_unique<model::Model>(std::move(m));
   std::unique_ptr<Engine> e(new Engine(std::move(mp), std::move(t).value(), options));
-  const int64_t n_ctx = std::min(options.n_ctx, e->model_->params().n_ctx_train);
-  if (options.cluster.workers.empty()) {
-    if (!options.use_mmap) {
-      // Progress on stderr (or the cluster log) when the copy is big enough to take a while.
-      auto say = [&](const std::string& line) {
-        if (options.cluster.log) {
-          options.cluster.log(line);
-        } else {
-          std::fprintf(stderr, "tandem: %s\n", line.c_str());
-        }
-      };
-      const auto t0 = std::chrono::steady_clock::now();
-      auto last = t0;
-      TANDEM_RETURN_IF_ERROR(e->model_->CopyIntoMemory(
-          0, e->model_->params().n_layer, true, [&](uint64_t done, uint64_t total) {
-            const auto now = std::chrono::steady_clock::now();
-            if (total >= (uint64_t{1} << 30) && (done == total || now - last > std::chrono::seconds(2))) {
-              last = now;
-              char line[160];
-              std::snprintf(line, sizeof line, "weights copied into memory: %llu / %llu MiB (%.1f s)",
-                            static_cast<unsigned long long>(done >> 20),
-                            static_cast<unsigned long long>(total >> 20),
-                            std::chrono::duration<double>(now - t0).count());
-              say(line);
-            }
-            return true;
-          }));
-    }
-    e->exec_ = std::make_unique<exec::LocalExecutor>(*e->model_, n_ctx, options.n_threads,
-                                                     options.n_batch, options.context);
-  } else {
-    pipeline::ClusterOptions c = options.cluster;
-    c.n_ctx = n_ctx;
-    c.threads = options.n_threads;
-    c.context = options.context;
-    c.use_mmap = options.use_mmap;
-    Result<std::unique_ptr<pipeline::Coordinator>> co = pipeline::Coordinator::Open(*e->model_, options.model_path, c);
-    if (!co.ok()) return co.status();
-    e->exec_ = std::move(*co);
-  }
+  pipeline::ExecutorOptions xo = options.exec;
+  xo.n_ctx = std::min(xo.n_ctx, e->model_->params().n_ctx_train);
+  TANDEM_ASSIGN_OR_RETURN(e->exec_, pipeline::OpenExecutor(*e->model_, options.model_path, xo));
   return e;
 }
 
@@ -100,28 +62,48 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     tokens.push_back(bos);
   }
   exec::Executor& ex = *exec_;
-  TANDEM_RETURN_IF_ERROR(ex.Clear());
   const int64_t n_ctx = ex.n_ctx();
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
     return Status::OutOfRange("the prompt has " + std::to_string(tokens.size()) +
                               " tokens but the context holds " + std::to_string(n_ctx) +
                               " (raise -c)");
   }
+  if (o.ignore_eos) sp.banned = end_tokens_;
 
-  // Prompt in one Run (the executor splits it into micro-batches); the first token is sampled
-  // from the last position, with the prompt as the sampler's history.
+  // Reuse the cached prefix the prompt shares; at least the last prompt token is computed (its
+  // logits give the first new token). Everything from the first difference on is dropped.
+  size_t reuse = 0;
+  if (cache_valid_) {
+    while (reuse < cached_.size() && reuse < tokens.size() && cached_[reuse] == tokens[reuse]) ++reuse;
+    if (reuse == tokens.size()) --reuse;
+  } else {
+    TANDEM_RETURN_IF_ERROR(ex.Clear());
+    cached_.clear();
+    cache_valid_ = true;
+  }
+  cached_.resize(reuse);
+
+  // The rest of the prompt in one Run (the executor splits it into micro-batches); the first
+  // token is sampled from the last position, with the whole prompt as the sampler's history.
   const auto t0 = std::chrono::steady_clock::now();
   model::Batch batch;
-  for (size_t j = 0; j < tokens.size(); ++j) {
+  for (size_t j = reuse; j < tokens.size(); ++j) {
     batch.Add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
   }
   exec::RunOptions ro;
   ro.sample = true;
   ro.sampler = sp;
   ro.history = tokens;
+  ro.truncate_seq = 0;  // drop whatever follows the shared prefix (a no-op when nothing does)
+  ro.truncate_from = static_cast<int32_t>(reuse);
   exec::RunOutput out;
+  cache_valid_ = false;  // until the run is known to have succeeded
   TANDEM_RETURN_IF_ERROR(ex.Run(batch, ro, &out));
+  cache_valid_ = true;
+  cached_ = tokens;
   stats.prompt_tokens = static_cast<int64_t>(tokens.size());
+  stats.prompt_tokens_cached = static_cast<int64_t>(reuse);
+  stats.prompt_tokens_computed = static_cast<int64_t>(tokens.size() - reuse);
   stats.prompt_seconds = Since(t0);
   exec::RunOptions step;
   step.sample = true;
@@ -135,7 +117,7 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
   stats.stop_reason = "length";
   for (int n = 0; o.n_predict < 0 || n < o.n_predict; ++n) {
     const int32_t next = out.token;
-    if (IsEndOfGeneration(next)) {
+    if (!o.ignore_eos && IsEndOfGeneration(next)) {
       stats.stop_reason = "eos";
       break;
     }
@@ -180,7 +162,10 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     }
     batch.Clear();
     batch.Add(next, pos++, 0, true);
+    cache_valid_ = false;
     TANDEM_RETURN_IF_ERROR(ex.Run(batch, step, &out));
+    cache_valid_ = true;
+    cached_.push_back(next);
   }
   text.clear();
   stream.Finish(&text);

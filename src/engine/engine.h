@@ -1,6 +1,6 @@
 // Engine: one model with its tokenizer, KV cache and sampler, generating text for a prompt.
 // The model runs through a exec::Executor: on this machine alone, or as a pipeline over workers
-// (EngineOptions::cluster.workers); the generation loop is the same.
+// (EngineOptions::exec.workers); the generation loop is the same.
 //
 // Thread safety: none; one Generate at a time. The on_text callback runs on the calling thread.
 #pragma once
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "pipeline/coordinator.h"
+#include "pipeline/executor_factory.h"
 #include "exec/executor.h"
 #include "model/forward.h"
 #include "sampling/sampler.h"
@@ -23,14 +23,9 @@ namespace tandem::engine {
 
 struct EngineOptions {
   std::string model_path;
-  int64_t n_ctx = 4096;  // clamped to the model's training context
-  int n_threads = 2;
-  int64_t n_batch = 512;  // prompt tokens per forward call
-  model::ContextOptions context;  // flash attention, KV cache types
-  // Compute from the file map (--mmap) instead of copying the weights into memory on huge pages
-  // (the default: decode streams every weight per token, and 4 KiB file pages cost TLB misses).
-  bool use_mmap = false;
-  pipeline::ClusterOptions cluster;   // workers (none: this machine alone) and placement
+  // How the model runs: threads, context (clamped to the model's training context), micro-batch,
+  // flash attention and KV cache types, --mmap, and the workers (none: this machine alone).
+  pipeline::ExecutorOptions exec;
 };
 
 struct GenerateOptions {
@@ -38,10 +33,14 @@ struct GenerateOptions {
   sampling::SamplerParams sampling;
   std::vector<std::string> stop;  // stop strings (not printed)
   bool parse_special = true;      // recognise special tokens written in the prompt
+  bool ignore_eos = false;        // end-of-generation tokens are never sampled (--ignore-eos)
 };
 
 struct GenerateStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;
+  // Of the prompt's tokens, how many were already in the cache from the previous Generate (a
+  // chat's earlier turns) and how many were computed now.
+  int64_t prompt_tokens_cached = 0, prompt_tokens_computed = 0;
   double prompt_seconds = 0, generate_seconds = 0;
   std::string stop_reason;  // "eos", "length", "stop string", "callback", "context"
 };
@@ -52,6 +51,9 @@ class Engine {
 
   // Generates a continuation of `prompt` (an empty prompt starts from BOS alone), calling
   // on_text with each piece of valid UTF-8 as it is produced; on_text returning false stops.
+  // The KV cache keeps what the previous Generate computed: when this prompt starts with the
+  // same tokens (a chat re-sends its history plus a new turn), only the rest is computed, on one
+  // node and over workers alike (the truncation travels with the first micro-batch).
   Result<GenerateStats> Generate(std::string_view prompt, const GenerateOptions& options,
                                  const std::function<bool(std::string_view)>& on_text);
 
@@ -70,6 +72,10 @@ class Engine {
   std::unique_ptr<exec::Executor> exec_;
   EngineOptions options_;
   std::vector<int32_t> end_tokens_;
+  // The tokens of sequence 0 whose keys and values are in the cache, in position order; cleared
+  // when a run fails (the cache is then in an unknown state and is dropped before the next).
+  std::vector<int32_t> cached_;
+  bool cache_valid_ = true;
 };
 
 }  // namespace tandem::engine

@@ -6,7 +6,7 @@ namespace tandem::exec {
 
 LocalExecutor::LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch,
                              const model::ContextOptions& context)
-    : model_(model), n_ctx_(n_ctx), ubatch_(std::max<int64_t>(1, ubatch)),
+    : model_(model), n_ctx_(n_ctx), ubatch_(ubatch > 0 ? ubatch : AutoMicroBatch(0, 1)),
       stage_(model, n_ctx, n_threads, 0, -1, context) {}
 
 Status LocalExecutor::Clear() {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -34,15 +35,19 @@ struct RunOptions {
   std::vector<int32_t> history;
 };
 
-struct StageTime {
-  double compute_ms = 0;
-};
 
 struct RunOutput {
   int32_t token = -1;              // when sampled
   const float* logits = nullptr;   // n_rows x n_vocab, valid until the next Run
   int64_t n_rows = 0;
-  std::vector<StageTime> stages;   // per stage, in pipeline order (distributed runs)
+  std::vector<double> stage_ms;    // per stage, its compute time for this run, in pipeline order
+                                   // (distributed runs; the wire carries it as stage_us)
+};
+
+// One stage of an executor: the node that runs it and its layers [layer_begin, layer_end).
+struct StageInfo {
+  std::string node;  // "main" or "HOST:PORT"
+  int64_t layer_begin = 0, layer_end = 0;
 };
 
 class Executor {
@@ -53,19 +58,22 @@ class Executor {
   virtual Status Clear() = 0;
   virtual int64_t n_ctx() const = 0;
   virtual const model::ModelParams& params() const = 0;
+  // The stages in pipeline order (one for a single node).
+  virtual std::vector<StageInfo> stages() const = 0;
 };
 
 // The whole model on this machine.
 class LocalExecutor : public Executor {
  public:
-  // Batches larger than `ubatch` run as consecutive micro-batches, as a pipeline runs them, so
-  // both give the same numbers for the same ubatch.
-  LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch = 512,
+  // Batches larger than `ubatch` run as consecutive micro-batches, as a pipeline runs them
+  // (0: AutoMicroBatch for one stage).
+  LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch = 0,
                 const model::ContextOptions& context = {});
   Status Run(const model::Batch& batch, const RunOptions& options, RunOutput* out) override;
   Status Clear() override;
   int64_t n_ctx() const override { return n_ctx_; }
   const model::ModelParams& params() const override { return model_.params(); }
+  std::vector<StageInfo> stages() const override { return {{"main", 0, model_.params().n_layer}}; }
   model::Context& context() { return stage_.context(); }
 
  private:

@@ -37,6 +37,13 @@ int32_t ResultSequence(const model::Batch& b) {
   return b.seq.empty() ? 0 : b.seq.back();
 }
 
+int64_t AutoMicroBatch(int64_t n_tokens, int n_stages) {
+  constexpr int64_t kMax = 512, kMin = 32, kGroup = 8;
+  if (n_stages <= 1) return kMax;
+  const int64_t u = n_tokens / (8 * static_cast<int64_t>(n_stages)) / kGroup * kGroup;
+  return std::clamp(u, kMin, kMax);
+}
+
 Status ForEachMicroBatch(const model::Batch& b, int64_t ubatch, model::Batch* sub,
                          const std::function<Status(const model::Batch&, int64_t, int64_t)>& fn) {
   ubatch = std::max<int64_t>(1, ubatch);

@@ -54,6 +54,18 @@ TEST(StageTest, MicroBatchesCoverTheBatchInOrder) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(StageTest, AutoMicroBatchFillsStagesInMultiplesOfEight) {
+  EXPECT_EQ(AutoMicroBatch(100, 1), 512);   // one node: as few passes as possible
+  EXPECT_EQ(AutoMicroBatch(5000, 1), 512);
+  EXPECT_EQ(AutoMicroBatch(512, 2), 32);    // 16 micro-batches for 2 stages
+  EXPECT_EQ(AutoMicroBatch(4096, 2), 256);
+  EXPECT_EQ(AutoMicroBatch(100, 3), 32);    // never under 32
+  EXPECT_EQ(AutoMicroBatch(100000, 2), 512);  // never over 512
+  for (int64_t n : {1, 7, 100, 513, 2049, 9999}) {
+    for (int s : {1, 2, 3, 5}) EXPECT_EQ(AutoMicroBatch(n, s) % 8, 0) << n << " tokens, " << s << " stages";
+  }
+}
+
 std::string ModelPath(const char* name) {
   return (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models" / name).string();
 }

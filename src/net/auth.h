@@ -37,7 +37,7 @@ Result<WorkerInfo> ClientHandshake(Socket& s, Role role, const std::optional<Key
 // Worker side, up to and including the check of the client's proof. On success the caller
 // decides whether to accept (SendWelcome) or refuse (SendRefused) the authenticated client.
 struct ServerHello {
-  Role role = Role::kController;
+  Role role = Role::kMainNode;
   Nonce client_nonce{}, server_nonce{};
 };
 Result<ServerHello> ServerHandshake(Socket& s, const std::optional<Key>& key,

@@ -154,7 +154,7 @@ Result<Hello> Hello::Decode(std::span<const uint8_t> payload) {
   p.Check(m.magic == kMagic, "magic", "is not TNDM (not a tandem client)");
   p.Get(&m.version, "version");
   p.Get(&role, "role");
-  p.Check(role == 1 || role == 2, "role", "is " + std::to_string(role) + ", not 1 or 2");
+  p.Check(role >= 1 && role <= 3, "role", "is " + std::to_string(role) + ", not 1, 2 or 3");
   m.role = static_cast<Role>(role);
   p.Fixed(m.nonce.data(), m.nonce.size(), "nonce");
   return Finish(p, m);
@@ -222,7 +222,6 @@ void LoadModel::Encode(Writer& w) const {
   w.U32(layer_begin);
   w.U32(layer_end);
   w.U32(n_ctx);
-  w.U32(threads);
   w.U8(static_cast<uint8_t>(cache_k));
   w.U8(static_cast<uint8_t>(cache_v));
   w.U8(flash_attn ? 1 : 0);
@@ -244,8 +243,6 @@ Result<LoadModel> LoadModel::Decode(std::span<const uint8_t> payload) {
           std::to_string(m.layer_begin) + ".." + std::to_string(m.layer_end) + " is empty or too large");
   p.Get(&m.n_ctx, "n_ctx");
   p.Check(m.n_ctx > 0 && m.n_ctx <= (1u << 24), "n_ctx", "is out of range");
-  p.Get(&m.threads, "threads");
-  p.Check(m.threads <= 1024, "threads", "is out of range");
   p.Get(&ck, "cache_k");
   p.Get(&cv, "cache_v");
   p.Check(ck <= 1 && cv <= 1, "cache type", "is not f16 (0) or q8_0 (1)");
@@ -346,7 +343,7 @@ void Forward::Encode(Writer& w) const {
   w.U32(n_embd);
   w.Bytes(seq.data(), n * 4);
   w.Bytes(pos.data(), n * 4);
-  w.Bytes(logits.data(), n);
+  w.Bytes(wants_logits.data(), n);
   w.Bytes(hidden.data(), hidden.size() * 4);
   w.U32(static_cast<uint32_t>(stage_us.size()));
   w.Bytes(stage_us.data(), stage_us.size() * 4);
@@ -363,6 +360,8 @@ void Forward::Encode(Writer& w) const {
     w.U64(s.seed);
     w.U32(static_cast<uint32_t>(s.history.size()));
     w.Bytes(s.history.data(), s.history.size() * 4);
+    w.U32(static_cast<uint32_t>(s.banned.size()));
+    w.Bytes(s.banned.data(), s.banned.size() * 4);
   }
 }
 
@@ -381,11 +380,11 @@ Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
   p.Check(m->n_embd > 0 && m->n_embd <= kMaxEmbd, "n_embd", "is out of range");
   p.Array(&m->seq, n, "seq");
   p.Array(&m->pos, n, "pos");
-  p.Array(&m->logits, n, "logits");
+  p.Array(&m->wants_logits, n, "wants_logits");
   if (p.ok()) {
     for (uint32_t i = 0; i < n; ++i) {
       p.Check(m->seq[i] >= 0 && m->pos[i] >= 0, "seq/pos", "is negative at token " + std::to_string(i));
-      p.Check(m->logits[i] <= 1, "logits", "flag is not 0 or 1 at token " + std::to_string(i));
+      p.Check(m->wants_logits[i] <= 1, "wants_logits", "is not 0 or 1 at token " + std::to_string(i));
     }
   }
   p.Array(&m->hidden, static_cast<uint64_t>(n) * m->n_embd, "hidden");
@@ -411,10 +410,17 @@ Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
     if (p.ok()) {
       for (int32_t t : s.history) p.Check(t >= 0, "history", "holds a negative token id");
     }
+    uint32_t nb = 0;
+    p.Get(&nb, "banned");
+    p.Check(nb <= kMaxBannedTokens, "banned", "has " + std::to_string(nb) + " tokens (limit " + std::to_string(kMaxBannedTokens) + ")");
+    p.Array(&s.banned, nb, "banned");
+    if (p.ok()) {
+      for (int32_t t : s.banned) p.Check(t >= 0, "banned", "holds a negative token id");
+    }
   }
   if (p.ok() && (m->flags & (kSample | kReturnLogits))) {
     bool any = false;
-    for (uint8_t l : m->logits) any = any || l;
+    for (uint8_t l : m->wants_logits) any = any || l;
     p.Check(any, "flags", "ask for a result but no row is marked for logits");
   }
   return p.Finish();
@@ -432,8 +438,8 @@ void ResultMsg::Encode(Writer& w) const {
   w.U32(n_vocab);
   w.U32(n_vocab == 0 ? 0 : static_cast<uint32_t>(logits.size() / n_vocab));
   w.Bytes(logits.data(), logits.size() * 4);
-  w.U32(static_cast<uint32_t>(compute_us.size()));
-  w.Bytes(compute_us.data(), compute_us.size() * 4);
+  w.U32(static_cast<uint32_t>(stage_us.size()));
+  w.Bytes(stage_us.data(), stage_us.size() * 4);
 }
 Result<ResultMsg> ResultMsg::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "Result");
@@ -449,7 +455,7 @@ Result<ResultMsg> ResultMsg::Decode(std::span<const uint8_t> payload) {
   p.Array(&m.logits, static_cast<uint64_t>(rows) * m.n_vocab, "logits");
   p.Get(&stages, "stages");
   p.Check(stages <= 256, "stages", "is out of range");
-  p.Array(&m.compute_us, stages, "compute_us");
+  p.Array(&m.stage_us, stages, "stage_us");
   return Finish(p, std::move(m));
 }
 

@@ -56,7 +56,7 @@ using Digest = std::array<uint8_t, kDigestBytes>;
 struct Hello {
   uint32_t magic = kMagic;
   uint16_t version = kProtocolVersion;
-  Role role = Role::kController;
+  Role role = Role::kMainNode;
   Nonce nonce{};
   void Encode(Writer& w) const;
   static Result<Hello> Decode(std::span<const uint8_t> payload);
@@ -83,7 +83,7 @@ struct WorkerInfo {
   uint32_t threads = 0;
   uint64_t free_memory = 0;  // bytes the worker may use for weights and KV cache
   float matvec_gbps = 0;     // measured Q4_K matrix-vector speed, GB/s of weights
-  bool busy = false;         // serving another session (controllers are then refused)
+  bool busy = false;         // serving a main node now (set per connection; a probe reads it)
 };
 
 struct Welcome {
@@ -109,7 +109,6 @@ struct LoadModel {
   Digest header_digest{};     // BLAKE2b-256 of the GGUF bytes before the tensor data
   uint32_t layer_begin = 0, layer_end = 0;
   uint32_t n_ctx = 0;
-  uint32_t threads = 0;       // 0: the worker's own --threads
   KvType cache_k = KvType::kF16, cache_v = KvType::kF16;
   bool flash_attn = false;
   bool last_stage = false;    // holds the output head
@@ -168,6 +167,7 @@ struct SamplerConfig {
   int32_t top_k = 0, repeat_last_n = 0;
   uint64_t seed = 0;
   std::vector<int32_t> history;  // tokens already in the sequence, for the penalties
+  std::vector<int32_t> banned;   // tokens never sampled (--ignore-eos), at most kMaxBannedTokens
 };
 
 // One batch of a sequence's tokens, as hidden states, on its way down the pipeline.
@@ -178,13 +178,13 @@ struct Forward {
     kHasSampler = 4,    // `sampler` (re)configures the sequence's sampler first
     kClearAll = 8,      // every stage drops every sequence's cells (and samplers) first
   };
-  uint64_t request = 0;   // chosen by the controller; echoed in Result and Error
+  uint64_t request = 0;   // chosen by the main node; echoed in Result and Error
   uint8_t flags = 0;
   // Applied by every stage before the batch: drop cells of truncate_seq at positions >=
   // truncate_from (truncate_seq -1: none).
   int32_t truncate_seq = -1, truncate_from = 0;
   std::vector<int32_t> seq, pos;
-  std::vector<uint8_t> logits;  // 1: the head runs on this row
+  std::vector<uint8_t> wants_logits;  // per row, 1: the head runs on it (model::Batch::logits)
   uint32_t n_embd = 0;
   std::vector<float> hidden;    // seq.size() * n_embd
   std::vector<uint32_t> stage_us;  // compute time of each stage so far, microseconds
@@ -201,7 +201,7 @@ struct ResultMsg {
   uint32_t n_vocab = 0;
   std::vector<float> logits;    // rows of n_vocab, when asked
   // Per-stage time spent on this request, microseconds, appended by each stage in order.
-  std::vector<uint32_t> compute_us;
+  std::vector<uint32_t> stage_us;
   void Encode(Writer& w) const;
   static Result<ResultMsg> Decode(std::span<const uint8_t> payload);
 };

@@ -23,13 +23,14 @@ Forward SampleForward() {
   f.truncate_from = 10;
   f.seq = {3, 3};
   f.pos = {10, 11};
-  f.logits = {0, 1};
+  f.wants_logits = {0, 1};
   f.n_embd = 4;
   f.hidden = {1, 2, 3, 4, 5, 6, 7, -8.5f};
   f.sampler.temperature = 0.7f;
   f.sampler.top_k = 40;
   f.sampler.seed = 1234;
   f.sampler.history = {1, 2, 3};
+  f.sampler.banned = {2, 7};
   return f;
 }
 
@@ -43,9 +44,10 @@ TEST(MessagesTest, ForwardRoundTrips) {
   EXPECT_EQ(g->truncate_from, 10);
   EXPECT_EQ(g->seq, f.seq);
   EXPECT_EQ(g->pos, f.pos);
-  EXPECT_EQ(g->logits, f.logits);
+  EXPECT_EQ(g->wants_logits, f.wants_logits);
   EXPECT_EQ(g->hidden, f.hidden);
   EXPECT_EQ(g->sampler.history, f.sampler.history);
+  EXPECT_EQ(g->sampler.banned, f.sampler.banned);
   EXPECT_EQ(g->sampler.seed, 1234u);
   EXPECT_FLOAT_EQ(g->sampler.temperature, 0.7f);
 }
@@ -65,6 +67,8 @@ TEST(MessagesTest, HandshakeAndControlRoundTrip) {
   ASSERT_TRUE(w2.ok());
   EXPECT_EQ(w2->info.name, "node");
   EXPECT_EQ(w2->info.free_memory, 1ull << 34);
+  EXPECT_EQ(w2->info.threads, 8u);
+  EXPECT_FLOAT_EQ(w2->info.matvec_gbps, 12.5f);
   EXPECT_TRUE(w2->info.busy);
 
   LoadModel l;
@@ -87,11 +91,11 @@ TEST(MessagesTest, HandshakeAndControlRoundTrip) {
   r.token = 17;
   r.n_vocab = 3;
   r.logits = {1, 2, 3, 4, 5, 6};
-  r.compute_us = {10, 20};
+  r.stage_us = {10, 20};
   Result<ResultMsg> r2 = ResultMsg::Decode(PayloadOf(r));
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(r2->logits, r.logits);
-  EXPECT_EQ(r2->compute_us, r.compute_us);
+  EXPECT_EQ(r2->stage_us, r.stage_us);
 }
 
 TEST(MessagesTest, RejectsEveryTruncationAndTrailingBytes) {
@@ -111,7 +115,7 @@ TEST(MessagesTest, RejectsOutOfRangeFields) {
   f.seq[1] = -4;
   EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
   f = SampleForward();
-  f.logits = {0, 0};  // asks to sample but marks no row
+  f.wants_logits = {0, 0};  // asks to sample but marks no row
   EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
   f = SampleForward();
   f.flags |= 0x80;

@@ -18,7 +18,7 @@
 namespace tandem::net {
 
 inline constexpr uint32_t kMagic = 0x4D444E54;  // "TNDM" as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr uint16_t kDefaultPort = 50052;  // as llama.cpp's rpc-server
 
 inline constexpr size_t kFrameHeaderBytes = 8;
@@ -30,6 +30,7 @@ inline constexpr uint32_t kMaxBatchTokens = 4096;
 inline constexpr uint32_t kMaxEmbd = 65536;
 inline constexpr uint32_t kMaxVocab = 1u << 20;
 inline constexpr uint32_t kMaxHistoryTokens = 1u << 16;
+inline constexpr uint32_t kMaxBannedTokens = 256;
 inline constexpr uint32_t kMaxChunkBytes = 8u << 20;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
@@ -42,7 +43,7 @@ enum class MsgType : uint16_t {
   kAuth = 3,       // client -> worker
   kWelcome = 4,    // worker -> client: proof and worker info
   kRefused = 5,    // worker -> client: why the connection is refused, then close
-  // Session control (controller <-> worker).
+  // Session control (main node <-> worker).
   kLoadModel = 16,
   kLoadProgress = 17,
   kLoaded = 18,
@@ -50,13 +51,13 @@ enum class MsgType : uint16_t {
   kLinked = 20,
   kAttach = 21,    // upstream stage -> worker: this connection feeds session N
   kEndSession = 22,
-  kNeedWeights = 23,  // worker -> controller: no local copy; send my layers' bytes
-  kWeightsChunk = 24, // controller -> worker: bytes of the model file at an offset
-  kWeightsDone = 25,  // controller -> worker: digest of everything sent
+  kNeedWeights = 23,  // worker -> main node: no local copy; send my layers' bytes
+  kWeightsChunk = 24, // main node -> worker: bytes of the model file at an offset
+  kWeightsDone = 25,  // main node -> worker: digest of everything sent
   // Data path.
   kForward = 32,   // hidden states of a batch, stage to stage
-  kResult = 33,    // last stage -> controller: sampled tokens and/or logits
-  kError = 34,     // worker -> controller: a request or the session failed
+  kResult = 33,    // last stage -> main node: sampled tokens and/or logits
+  kError = 34,     // worker -> main node: a request or the session failed
   // Liveness.
   kPing = 48,
   kPong = 49,
@@ -68,8 +69,9 @@ bool IsKnownMsgType(uint16_t type);
 
 // Connection roles announced in Hello.
 enum class Role : uint8_t {
-  kController = 1,  // the main node: owns a session on this worker
-  kUpstream = 2,    // the previous pipeline stage: sends Forward frames into a session
+  kMainNode = 1,  // the main node: owns a session on this worker
+  kUpstream = 2,  // the previous pipeline stage: sends Forward frames into a session
+  kProbe = 3,     // `tandem probe`: proves the key both ways, reads WorkerInfo, pings; no session
 };
 
 }  // namespace tandem::net

@@ -32,7 +32,7 @@ TEST(SocketTest, HandshakeWithMatchingKey) {
   auto server = ServeOnce(*l, KeyOf(1), {"w", "avx2", 2, 100, 1.5f, false});
   Result<Socket> c = Socket::Connect("127.0.0.1", l->port(), 2000);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  Result<WorkerInfo> info = ClientHandshake(*c, Role::kController, KeyOf(1));
+  Result<WorkerInfo> info = ClientHandshake(*c, Role::kMainNode, KeyOf(1));
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->name, "w");
   EXPECT_EQ(info->threads, 2u);
@@ -45,7 +45,7 @@ TEST(SocketTest, WrongKeyIsRefusedOnBothSides) {
   auto server = ServeOnce(*l, KeyOf(1), {});
   Result<Socket> c = Socket::Connect("127.0.0.1", l->port(), 2000);
   ASSERT_TRUE(c.ok());
-  Result<WorkerInfo> info = ClientHandshake(*c, Role::kController, KeyOf(2));
+  Result<WorkerInfo> info = ClientHandshake(*c, Role::kMainNode, KeyOf(2));
   ASSERT_FALSE(info.ok());
   EXPECT_NE(info.status().message().find("wrong key"), std::string::npos) << info.status().ToString();
   Status st = server.get();
@@ -64,7 +64,7 @@ TEST(SocketTest, KeyMismatchInPresenceIsRefused) {
     });
     Result<Socket> c = Socket::Connect("127.0.0.1", l->port(), 2000);
     ASSERT_TRUE(c.ok());
-    Result<WorkerInfo> info = ClientHandshake(*c, Role::kController, ck, 2000);
+    Result<WorkerInfo> info = ClientHandshake(*c, Role::kMainNode, ck, 2000);
     ASSERT_FALSE(info.ok());
     EXPECT_NE(info.status().message().find("key"), std::string::npos) << info.status().ToString();
     c->Close();

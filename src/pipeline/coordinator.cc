@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/progress.h"
 #include "base/sys.h"
 #include "modelstore/model_files.h"
 #include "pipeline/wire.h"
@@ -26,11 +27,68 @@ int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
+// "placement (22 layers, context 4096):\n"
+std::string PlanHeading(const model::ModelParams& p, int64_t n_ctx) {
+  return "placement (" + std::to_string(p.n_layer) + " layers, context " + std::to_string(n_ctx) + "):\n";
+}
+
+// The workers, connected and authenticated, in pipeline order, and the nodes to plan over (this
+// machine first).
+struct Connected {
+  std::vector<NodeInfo> nodes;
+  std::vector<std::string> names;  // "HOST:PORT" per worker
+  std::vector<std::pair<std::string, uint16_t>> addrs;
+  std::vector<net::Socket> sockets;
+};
+
+Result<Connected> ConnectWorkers(const ExecutorOptions& o, const std::function<void(const std::string&)>& log) {
+  Connected c;
+  c.nodes.push_back({"main (this machine)", sys::Memory().available});
+  for (const std::string& w : o.workers) {
+    std::string host;
+    uint16_t port = 0;
+    TANDEM_RETURN_IF_ERROR(net::ParseHostPort(w, net::kDefaultPort, &host, &port));
+    const std::string name = host + ":" + std::to_string(port);
+    Result<net::Socket> s = net::Socket::Connect(host, port, o.connect_timeout_ms);
+    if (!s.ok()) return s.status().WithContext("worker " + name);
+    Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kMainNode, o.key);
+    if (!info.ok()) return info.status().WithContext("worker " + name);
+    char line[512];
+    std::snprintf(line, sizeof line, "worker %s: protocol %u, %s, %s, %u threads, %.1f GiB free, Q4_K matvec %.1f GB/s",
+                  name.c_str(), net::kProtocolVersion, info->name.c_str(), info->cpu_features.c_str(), info->threads,
+                  info->free_memory / 1073741824.0, info->matvec_gbps);
+    log(line);
+    c.names.push_back(name);
+    c.nodes.push_back({name, info->free_memory});
+    c.addrs.emplace_back(host, port);
+    c.sockets.push_back(std::move(*s));
+  }
+  return c;
+}
+
 }  // namespace
+
+Result<std::string> DescribePlan(const model::Model& model, const ExecutorOptions& o) {
+  const model::ModelParams& p = model.params();
+  std::string out;
+  Connected c;
+  if (o.workers.empty()) {
+    c.nodes.push_back({"main (this machine)", sys::Memory().available});
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(c, ConnectWorkers(o, [&](const std::string& l) { out += l + "\n"; }));
+    for (net::Socket& s : c.sockets) {  // nothing was loaded: end the sessions at once
+      (void)net::WriteMessage(s, MsgType::kEndSession, net::Empty{});
+      s.Close();
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(Plan plan, MakePlan(Footprint(model.file(), p, o.n_ctx, o.context.type_k,
+                                                        o.context.type_v), c.nodes, o.plan));
+  return out + PlanHeading(p, o.n_ctx) + plan.ToString(c.nodes);
+}
 
 struct Coordinator::Impl {
   const model::Model* model = nullptr;
-  ClusterOptions o;
+  ExecutorOptions o;
   std::vector<std::string> names;  // worker i -> "HOST:PORT"
   std::vector<std::shared_ptr<Connection>> conns;
   Plan plan;
@@ -44,7 +102,9 @@ struct Coordinator::Impl {
   std::map<uint64_t, Result<net::ResultMsg>> results;  // by request
   std::vector<std::optional<net::Loaded>> loaded;
   std::vector<bool> linked;
-  std::vector<int> progress_pct;
+  std::mutex progress_mu;
+  std::vector<std::unique_ptr<Progress>> load_progress;  // per worker, for its LoadProgress frames
+  std::vector<std::string> load_what;
   bool closing = false;
   bool pending_clear = false;  // the next Run tells every stage to drop all sequences
   uint64_t next_request = 0;
@@ -64,7 +124,7 @@ struct Coordinator::Impl {
   }
 
   std::string StageName(size_t i) const {
-    const Stage& s = plan.stages[i + 1];
+    const PlannedStage& s = plan.stages[i + 1];
     return "worker " + names[i] + " (layers " + std::to_string(s.layer_begin) + "-" +
            std::to_string(s.layer_end - 1) + ")";
   }
@@ -101,21 +161,13 @@ struct Coordinator::Impl {
       case MsgType::kLoadProgress: {
         Result<net::LoadProgress> lp = net::LoadProgress::Decode(p);
         if (!lp.ok()) return SetFailure(lp.status().WithContext(StageName(i)));
-        const int pct = lp->total ? static_cast<int>(100 * lp->done / lp->total) : 100;
-        bool show = false;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (pct >= progress_pct[i] + 25 || (pct == 100 && progress_pct[i] < 100)) {
-            progress_pct[i] = pct;
-            show = true;
-          }
+        std::lock_guard<std::mutex> lock(progress_mu);  // one reader thread per worker
+        if (!load_progress[i] || load_what[i] != lp->what) {
+          load_what[i] = lp->what;
+          load_progress[i] = std::make_unique<Progress>(StageName(i) + ": " + lp->what,
+                                                        [this](const std::string& l) { Log(l); });
         }
-        if (show) {
-          char line[512];
-          std::snprintf(line, sizeof line, "%s: %s %3d%% (%.1f of %.1f MiB)", StageName(i).c_str(),
-                        lp->what.c_str(), pct, lp->done / 1048576.0, lp->total / 1048576.0);
-          Log(line);
-        }
+        load_progress[i]->Update(lp->done, lp->total);
         return;
       }
       case MsgType::kLoaded: {
@@ -163,7 +215,7 @@ struct Coordinator::Impl {
 
   // Sends worker i the bytes of its stage, paced by its send queue, then their digest.
   void StreamWeights(size_t i) {
-    const Stage& s = plan.stages[i + 1];
+    const PlannedStage& s = plan.stages[i + 1];
     const gguf::GgufFile& f = model->file();
     const std::vector<modelstore::ByteRange> ranges = modelstore::StageRanges(f, s.layer_begin, s.layer_end, i + 2 == plan.stages.size());
     const gguf::TensorInfo& t0 = f.tensors().front();
@@ -173,7 +225,7 @@ struct Coordinator::Impl {
     Log(StageName(i) + ": has no copy of the model; sending its " + std::to_string(total >> 20) + " MiB");
     modelstore::Hasher h;
     uint64_t sent = 0;
-    int shown = 0;
+    Progress progress(StageName(i) + ": sending weights", [this](const std::string& l) { Log(l); });
     net::WeightsChunk c;
     for (const modelstore::ByteRange& r : ranges) {
       for (uint64_t off = 0; off < r.size; off += kChunk) {
@@ -193,14 +245,7 @@ struct Coordinator::Impl {
         h.Update(c.bytes.data(), n);
         conns[i]->Send(MsgType::kWeightsChunk, c);
         sent += n;
-        const int pct = static_cast<int>(100 * sent / total);
-        if (pct >= shown + 25) {
-          shown = pct - pct % 25;
-          char line[256];
-          std::snprintf(line, sizeof line, "%s: sent %d%% (%.1f of %.1f MiB)", StageName(i).c_str(), pct,
-                        sent / 1048576.0, total / 1048576.0);
-          Log(line);
-        }
+        progress.Update(sent, total);
       }
     }
     conns[i]->Send(MsgType::kWeightsDone, net::WeightsDone{h.Final()});
@@ -237,10 +282,11 @@ Coordinator::~Coordinator() {
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
                                                        const std::string& model_path,
-                                                       const ClusterOptions& o) {
+                                                       const ExecutorOptions& o) {
   if (o.workers.empty()) return Status::InvalidArgument("no workers given");
-  if (o.ubatch <= 0 || o.ubatch > net::kMaxBatchTokens) {
-    return Status::InvalidArgument("--ubatch must be 1.." + std::to_string(net::kMaxBatchTokens));
+  if (o.ubatch < 0 || o.ubatch > net::kMaxBatchTokens) {
+    return Status::InvalidArgument("--ubatch-size must be 1.." + std::to_string(net::kMaxBatchTokens) +
+                                   " (or 0: chosen per prompt)");
   }
   if (o.context.type_k == quant::TensorType::kF32 || o.context.type_v == quant::TensorType::kF32) {
     return Status::Unsupported("an f32 KV cache is not available with workers (use f16 or q8_0)");
@@ -253,41 +299,22 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   const model::ModelParams& p = model.params();
   m.n_ctx = o.n_ctx;  // callers clamp to the training context where they want to
 
-  // Connect and authenticate.
-  std::vector<net::Socket> sockets;
-  std::vector<std::pair<std::string, uint16_t>> addrs;
-  m.nodes.push_back({"main (this machine)", sys::Memory().available});
-  for (const std::string& w : o.workers) {
-    std::string host;
-    uint16_t port = 0;
-    TANDEM_RETURN_IF_ERROR(net::ParseHostPort(w, net::kDefaultPort, &host, &port));
-    const std::string name = host + ":" + std::to_string(port);
-    Result<net::Socket> s = net::Socket::Connect(host, port, o.connect_timeout_ms);
-    if (!s.ok()) return s.status().WithContext("worker " + name);
-    Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kController, o.key);
-    if (!info.ok()) return info.status().WithContext("worker " + name);
-    char line[512];
-    std::snprintf(line, sizeof line, "worker %s: protocol %u, %s, %s, %u threads, %.1f GiB free, Q4_K matvec %.1f GB/s",
-                  name.c_str(), net::kProtocolVersion, info->name.c_str(), info->cpu_features.c_str(), info->threads,
-                  info->free_memory / 1073741824.0, info->matvec_gbps);
-    m.Log(line);
-    m.names.push_back(name);
-    m.nodes.push_back({name, info->free_memory});
-    addrs.emplace_back(host, port);
-    sockets.push_back(std::move(*s));
-  }
-
-  // Plan.
-  const ModelFootprint fp = Footprint(model.file(), p, m.n_ctx, o.context.type_k, o.context.type_v);
-  TANDEM_ASSIGN_OR_RETURN(m.plan, MakePlan(fp, m.nodes, o.plan));
-  m.Log("placement (" + std::to_string(p.n_layer) + " layers, context " + std::to_string(m.n_ctx) + "):\n" +
-        m.plan.ToString(m.nodes));
+  // Connect and authenticate, then plan.
+  TANDEM_ASSIGN_OR_RETURN(Connected workers, ConnectWorkers(o, [&](const std::string& l) { m.Log(l); }));
+  std::vector<net::Socket>& sockets = workers.sockets;
+  const std::vector<std::pair<std::string, uint16_t>>& addrs = workers.addrs;
+  m.names = workers.names;
+  m.nodes = workers.nodes;
+  TANDEM_ASSIGN_OR_RETURN(m.plan, MakePlan(Footprint(model.file(), p, m.n_ctx, o.context.type_k, o.context.type_v),
+                                           m.nodes, o.plan));
+  m.Log(PlanHeading(p, m.n_ctx) + m.plan.ToString(m.nodes));
 
   // Start the connections.
   const size_t nw = sockets.size();
   m.loaded.resize(nw);
   m.linked.assign(nw, false);
-  m.progress_pct.assign(nw, -100);
+  m.load_progress.resize(nw);
+  m.load_what.resize(nw);
   Impl* raw = &m;
   for (size_t i = 0; i < nw; ++i) {
     m.conns.push_back(Connection::Start(
@@ -306,7 +333,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   uint64_t session = 0;
   while (session == 0) randombytes_buf(&session, sizeof session);
   for (size_t i = 0; i < nw; ++i) {
-    const Stage& s = m.plan.stages[i + 1];
+    const PlannedStage& s = m.plan.stages[i + 1];
     net::LoadModel lm;
     lm.session = session;
     lm.model_name = std::filesystem::path(model_path).filename().string();
@@ -368,7 +395,9 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
   local.truncate_seq = o.truncate_seq;
   local.truncate_from = o.truncate_from;
   std::vector<uint64_t> expect;
-  TANDEM_RETURN_IF_ERROR(exec::ForEachMicroBatch(b, m.o.ubatch, &m.sub, [&](const model::Batch& sub, int64_t i,
+  const int64_t ubatch =
+      m.o.ubatch > 0 ? m.o.ubatch : exec::AutoMicroBatch(n, static_cast<int>(m.plan.stages.size()));
+  TANDEM_RETURN_IF_ERROR(exec::ForEachMicroBatch(b, ubatch, &m.sub, [&](const model::Batch& sub, int64_t i,
                                                                           int64_t e) {
     bool marked = false;
     for (int64_t j = i; j < e; ++j) marked = marked || b.logits[j];
@@ -393,7 +422,7 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
     }
     f.seq = sub.seq;
     f.pos = sub.pos;
-    f.logits = sub.logits;
+    f.wants_logits = sub.logits;
     f.n_embd = static_cast<uint32_t>(p.n_embd);
     f.hidden.assign(m.stage->hidden(), m.stage->hidden() + (e - i) * p.n_embd);
     f.stage_us.assign(1, static_cast<uint32_t>(
@@ -405,7 +434,7 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
 
   out->token = -1;
   out->n_rows = 0;
-  out->stages.clear();
+  out->stage_ms.clear();
   m.logits.clear();
   for (uint64_t req : expect) {
     TANDEM_RETURN_IF_ERROR(m.Wait([&] { return m.results.count(req) > 0; }));
@@ -422,8 +451,8 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
       if (r->n_vocab != p.n_vocab) return Status::Corruption("a worker returned logits of the wrong width");
       m.logits.insert(m.logits.end(), r->logits.begin(), r->logits.end());
     }
-    out->stages.clear();
-    for (uint32_t us : r->compute_us) out->stages.push_back({us / 1000.0});
+    out->stage_ms.clear();
+    for (uint32_t us : r->stage_us) out->stage_ms.push_back(us / 1000.0);
   }
   out->n_rows = static_cast<int64_t>(m.logits.size() / p.n_vocab);
   out->logits = m.logits.data();
@@ -446,6 +475,16 @@ uint64_t Coordinator::weight_bytes_received() const {
   uint64_t b = 0;
   for (const auto& l : impl_->loaded) if (l) b += l->bytes_received;
   return b;
+}
+
+std::vector<exec::StageInfo> Coordinator::stages() const {
+  std::vector<exec::StageInfo> v;
+  const std::vector<std::string> names = node_names();
+  for (size_t i = 0; i < impl_->plan.stages.size(); ++i) {
+    const PlannedStage& s = impl_->plan.stages[i];
+    v.push_back({i < names.size() ? names[i] : "?", s.layer_begin, s.layer_end});
+  }
+  return v;
 }
 
 std::vector<std::string> Coordinator::node_names() const {

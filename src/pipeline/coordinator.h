@@ -23,17 +23,22 @@
 #include <string>
 #include <vector>
 
+#include "base/sys.h"
 #include "exec/executor.h"
 #include "pipeline/planner.h"
 #include "net/auth.h"
 
 namespace tandem::pipeline {
 
-struct ClusterOptions {
-  std::vector<std::string> workers;  // HOST[:PORT], in pipeline order
+// How to run a model: on this machine alone (no workers) or as a pipeline's main node. The one
+// options struct of pipeline::OpenExecutor (executor_factory.h), which builds either.
+struct ExecutorOptions {
+  std::vector<std::string> workers;  // HOST[:PORT], in pipeline order (empty: this machine alone)
   int64_t n_ctx = 4096;
-  int threads = 2;        // for the main node's stage
-  int64_t ubatch = 128;   // prompt tokens per micro-batch
+  int threads = sys::DefaultThreadCount();  // for this machine's stage
+  // Prompt tokens per micro-batch, on one node and in a pipeline alike; 0: chosen per prompt from
+  // its length and the number of stages (exec::AutoMicroBatch).
+  int64_t ubatch = 0;
   PlanOptions plan;
   model::ContextOptions context;  // flash attention and KV cache types, on every stage
   bool use_mmap = false;  // every stage computes from its file map instead of a huge-page copy
@@ -44,6 +49,10 @@ struct ClusterOptions {
   int dead_after_ms = 2500;
 };
 
+// --dry-run: the plan Open would make (connecting to the workers and reading their free memory,
+// then ending their sessions), as the text Open prints, without loading anything.
+Result<std::string> DescribePlan(const model::Model& model, const ExecutorOptions& options);
+
 class Coordinator : public exec::Executor {
  public:
   // `model` is this node's mapping of the file at `model_path` (only the embedding and the
@@ -51,13 +60,14 @@ class Coordinator : public exec::Executor {
   // matrices into memory (Model::CopyIntoMemory), so `model` must not be in use elsewhere.
   static Result<std::unique_ptr<Coordinator>> Open(model::Model& model,
                                                    const std::string& model_path,
-                                                   const ClusterOptions& options);
+                                                   const ExecutorOptions& options);
   ~Coordinator() override;
 
   Status Run(const model::Batch& batch, const exec::RunOptions& options, exec::RunOutput* out) override;
   Status Clear() override;
   int64_t n_ctx() const override;
   const model::ModelParams& params() const override;
+  std::vector<exec::StageInfo> stages() const override;
 
   const Plan& plan() const;
   // Weight bytes the workers received over the network for this session (0 when every worker

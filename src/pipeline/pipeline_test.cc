@@ -95,7 +95,7 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
     for (int nw = 1; nw <= 3; ++nw) {
       SCOPED_TRACE(nw);
       std::vector<std::unique_ptr<TestWorker>> workers;
-      ClusterOptions o;
+      ExecutorOptions o;
       for (int i = 0; i < nw; ++i) {
         workers.push_back(std::make_unique<TestWorker>());
         o.workers.push_back(workers.back()->addr());
@@ -136,7 +136,7 @@ TEST(PipelineTest, SmallAndLargeMicroBatchesRunInOrder) {
     RunAll(local, &want_logits, &want_tokens);
   }
   TestWorker a, b;
-  ClusterOptions o;
+  ExecutorOptions o;
   o.workers = {a.addr(), b.addr()};
   o.n_ctx = 64;
   o.threads = 1;
@@ -203,7 +203,7 @@ TEST(PipelineTest, ClearAndTruncateTravelWithTheData) {
   // Rewinding reproduces the first run's logits closely (the batch composition differs).
   for (size_t i = 0; i < want[0].size(); ++i) ASSERT_NEAR(want[2][i], want[0][i], 1e-3);
   TestWorker w1, w2;
-  ClusterOptions o;
+  ExecutorOptions o;
   o.workers = {w1.addr(), w2.addr()};
   o.n_ctx = 32;
   o.threads = 1;
@@ -230,7 +230,7 @@ TEST(PipelineTest, WorkerWithoutTheFileReceivesItsLayersOnceAndThenUsesTheCache)
   const std::string cache = ::testing::TempDir() + "tandem_cache_" + std::to_string(getpid());
   std::filesystem::remove_all(cache);
   TestWorker w1(std::nullopt, cache + "/a"), w2(std::nullopt, cache + "/b");
-  ClusterOptions o;
+  ExecutorOptions o;
   o.workers = {w1.addr(), w2.addr()};
   o.n_ctx = 64;
   o.threads = 1;
@@ -284,7 +284,7 @@ TEST(PipelineTest, WorkerWithoutTheFileOrACacheSaysWhatToDo) {
   Result<std::unique_ptr<Worker>> w = Worker::Start(wo);
   ASSERT_TRUE(w.ok());
   std::thread t([&] { (*w)->Serve(); });
-  ClusterOptions o;
+  ExecutorOptions o;
   o.workers = {"127.0.0.1:" + std::to_string((*w)->port())};
   o.n_ctx = 16;
   o.log = [](const std::string&) {};
@@ -307,7 +307,7 @@ TEST(PipelineTest, AnIdlePipelineSleeps) {
   Result<model::Model> m = model::Model::Load(path);
   ASSERT_TRUE(m.ok());
   TestWorker w1, w2;
-  ClusterOptions o;
+  ExecutorOptions o;
   o.workers = {w1.addr(), w2.addr()};
   o.n_ctx = 32;
   o.threads = 2;
@@ -325,13 +325,13 @@ TEST(PipelineTest, AnIdlePipelineSleeps) {
   EXPECT_LT(used, 0.05) << "an idle pipeline used " << used << " s of CPU in 1 s";
 }
 
-TEST(PipelineTest, BusyWorkerRefusesASecondController) {
+TEST(PipelineTest, BusyWorkerRefusesASecondMainNode) {
   const std::string path = Model("stories260K.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
   Result<model::Model> m = model::Model::Load(path);
   ASSERT_TRUE(m.ok());
   TestWorker w;
-  ClusterOptions o;
+  ExecutorOptions o;
   o.workers = {w.addr()};
   o.n_ctx = 16;
   o.log = [](const std::string&) {};
@@ -359,7 +359,7 @@ TEST(PipelineTest, WrongKeyIsRefused) {
   k1.fill(1);
   k2.fill(2);
   TestWorker w(k1);
-  ClusterOptions o;
+  ExecutorOptions o;
   o.workers = {w.addr()};
   o.n_ctx = 16;
   o.key = k2;

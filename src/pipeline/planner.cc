@@ -123,7 +123,7 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
   }
   Plan plan;
   for (int i = 0; i < n; ++i) {
-    Stage s;
+    PlannedStage s;
     s.node = i;
     s.layer_begin = ranges[i].first;
     s.layer_end = ranges[i].second;
@@ -134,7 +134,7 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
     s.kv_bytes = m.kv_bytes_per_layer * (s.layer_end - s.layer_begin);
     plan.stages.push_back(s);
   }
-  for (const Stage& s : plan.stages) {
+  for (const PlannedStage& s : plan.stages) {
     const NodeInfo& ni = nodes[s.node];
     if (ni.free_memory > 0 && s.weight_bytes + s.kv_bytes > ni.free_memory) {
       return Status::ResourceExhausted(
@@ -152,7 +152,7 @@ std::string Plan::ToString(const std::vector<NodeInfo>& nodes) const {
   char line[256];
   std::snprintf(line, sizeof line, "%-24s %-9s %12s %12s %12s\n", "node", "layers", "weights", "kv cache", "free");
   out += line;
-  for (const Stage& s : stages) {
+  for (const PlannedStage& s : stages) {
     char range[32];
     std::snprintf(range, sizeof range, "%ld-%ld", static_cast<long>(s.layer_begin), static_cast<long>(s.layer_end - 1));
     const NodeInfo& ni = nodes[s.node];

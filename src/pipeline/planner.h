@@ -44,14 +44,14 @@ struct PlanOptions {
   std::string layers;
 };
 
-struct Stage {
+struct PlannedStage {
   int node = 0;
   int64_t layer_begin = 0, layer_end = 0;  // [begin, end)
   uint64_t weight_bytes = 0, kv_bytes = 0;
 };
 
 struct Plan {
-  std::vector<Stage> stages;  // one per node, in pipeline order
+  std::vector<PlannedStage> stages;  // one per node, in pipeline order
   std::string ToString(const std::vector<NodeInfo>& nodes) const;  // a table for the user
 };
 

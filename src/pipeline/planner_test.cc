@@ -56,7 +56,7 @@ TEST(PlannerTest, EveryNodeGetsALayerEvenWithTinyShares) {
   const std::vector<NodeInfo> nodes = {{"main", 1000}, {"a", 1000000000}, {"b", 1000}};
   Result<Plan> p = MakePlan(Uniform(4, 1), nodes, {});
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  for (const Stage& s : p->stages) EXPECT_GE(s.layer_end - s.layer_begin, 1);
+  for (const PlannedStage& s : p->stages) EXPECT_GE(s.layer_end - s.layer_begin, 1);
   EXPECT_EQ(p->stages.back().layer_end, 4);
 }
 

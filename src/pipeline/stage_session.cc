@@ -57,10 +57,10 @@ class StageSession::Impl {
   bool finished() const { return finished_.load(); }
 
   void Begin(net::Socket s) {
-    ctl_ = Connection::Start(
-        std::move(s), "controller " + peer_,
-        [this](uint16_t t, std::span<const uint8_t> p) { OnControllerFrame(t, p); },
-        [this](const Status& why) { Shutdown("controller connection closed: " + why.message()); });
+    main_ = Connection::Start(
+        std::move(s), "main node " + peer_,
+        [this](uint16_t t, std::span<const uint8_t> p) { OnMainNodeFrame(t, p); },
+        [this](const Status& why) { Shutdown("main node connection closed: " + why.message()); });
     compute_ = std::thread([this] { ComputeLoop(); });
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -83,7 +83,7 @@ class StageSession::Impl {
     Log("session from " + peer_ + " ended: " + why);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto* c : {&ctl_, &up_, &down_}) {
+      for (auto* c : {&main_, &up_, &down_}) {
         if (*c) (*c)->Close(Status::Ok());
       }
     }
@@ -97,7 +97,7 @@ class StageSession::Impl {
     std::shared_ptr<Connection> conns[3];
     {
       std::lock_guard<std::mutex> lock(mu_);
-      conns[0] = ctl_;
+      conns[0] = main_;
       conns[1] = up_;
       conns[2] = down_;
     }
@@ -110,7 +110,7 @@ class StageSession::Impl {
   }
 
  private:
-  // Reports a failure to the controller and ends the session.
+  // Reports a failure to the main node and ends the session.
   void Fail(uint64_t request, const Status& st) {
     SendError(request, st);
     // Give the sender thread a moment to put the error on the wire before closing.
@@ -123,7 +123,7 @@ class StageSession::Impl {
     e.request = request;
     e.code = static_cast<uint8_t>(st.ok() ? Code::kInternal : st.code());
     e.message = st.message();
-    std::shared_ptr<Connection> ctl = Get(&ctl_);
+    std::shared_ptr<Connection> ctl = Get(&main_);
     if (ctl) ctl->Send(MsgType::kError, e);
   }
 
@@ -169,18 +169,18 @@ class StageSession::Impl {
     Fail(0, Status::Corruption("protocol error from " + from + ": " + what));
   }
 
-  void OnControllerFrame(uint16_t type, std::span<const uint8_t> p) {
+  void OnMainNodeFrame(uint16_t type, std::span<const uint8_t> p) {
     Task t;
     t.kind = static_cast<MsgType>(type);
     switch (t.kind) {
       case MsgType::kPing: {
         Result<net::Ping> ping = net::Ping::Decode(p);
         if (!ping.ok()) return ProtocolError(peer_, ping.status().message());
-        Get(&ctl_)->Send(MsgType::kPong, *ping);
+        Get(&main_)->Send(MsgType::kPong, *ping);
         return;
       }
       case MsgType::kEndSession:
-        return Shutdown("the controller ended the session");
+        return Shutdown("the main node ended the session");
       case MsgType::kWeightsChunk:
         return OnWeightsChunk(p);
       case MsgType::kWeightsDone:
@@ -265,7 +265,7 @@ class StageSession::Impl {
     while (!finished_) {
       cv_.wait_for(lock, std::chrono::milliseconds(o_.ping_interval_ms));
       if (finished_) return;
-      std::shared_ptr<Connection> down = down_, ctl = ctl_;
+      std::shared_ptr<Connection> down = down_, ctl = main_;
       lock.unlock();
       if (down) {
         down->Send(MsgType::kPing, net::Ping{++n});
@@ -275,8 +275,8 @@ class StageSession::Impl {
                                   std::to_string(silent) + " ms"));
         }
       }
-      if (ctl && MsSince(ctl->last_receive()) > o_.controller_dead_ms) {
-        Shutdown("the controller has been silent for " + std::to_string(MsSince(ctl->last_receive())) + " ms");
+      if (ctl && MsSince(ctl->last_receive()) > o_.main_node_dead_ms) {
+        Shutdown("the main node has been silent for " + std::to_string(MsSince(ctl->last_receive())) + " ms");
       }
       lock.lock();
     }
@@ -320,7 +320,7 @@ class StageSession::Impl {
                                      std::to_string(p.n_layer) + "-layer model");
     }
     model_ = std::make_unique<model::Model>(std::move(*model));
-    const int threads = m.threads > 0 ? static_cast<int>(m.threads) : o_.threads;
+    const int threads = o_.threads;
     model::ContextOptions copts;
     copts.flash_attn = m.flash_attn;
     copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
@@ -341,7 +341,7 @@ class StageSession::Impl {
                                        std::to_string((total + kv_bytes) >> 20) + " MiB but this worker has " +
                                        std::to_string(budget >> 20) + " MiB");
     }
-    std::shared_ptr<Connection> ctl = Get(&ctl_);
+    std::shared_ptr<Connection> ctl = Get(&main_);
     if (m.use_mmap) {
       uint64_t done = 0, sink = 0;
       auto last = Clock::now();
@@ -387,7 +387,7 @@ class StageSession::Impl {
     TANDEM_RETURN_IF_ERROR(receiver_.Open(temp, id.file_size));
     Log("no local copy of " + m.model_name + ": receiving layers " + std::to_string(m.layer_begin) +
         ".." + std::to_string(m.layer_end - 1) + " from " + peer_);
-    Get(&ctl_)->Send(MsgType::kNeedWeights, net::Empty{});
+    Get(&main_)->Send(MsgType::kNeedWeights, net::Empty{});
     Result<net::Digest> digest = receiver_.Wait();
     if (!digest.ok()) {
       std::filesystem::remove(temp, ec);
@@ -403,7 +403,7 @@ class StageSession::Impl {
     bool progress = false;
     uint64_t done = 0;
     if (!receiver_.Chunk(*c, &progress, &done)) return ProtocolError(peer_, "weights that were not asked for");
-    if (progress) Get(&ctl_)->Send(MsgType::kLoadProgress, net::LoadProgress{done, c->total, "receiving weights"});
+    if (progress) Get(&main_)->Send(MsgType::kLoadProgress, net::LoadProgress{done, c->total, "receiving weights"});
   }
 
   void OnWeightsDone(std::span<const uint8_t> p) {
@@ -429,7 +429,7 @@ class StageSession::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       down_ = down;
     }
-    Get(&ctl_)->Send(MsgType::kLinked, net::Empty{});
+    Get(&main_)->Send(MsgType::kLinked, net::Empty{});
     return Status::Ok();
   }
 
@@ -442,7 +442,7 @@ class StageSession::Impl {
     }
     batch_.seq = f.seq;
     batch_.pos = f.pos;
-    batch_.logits = f.logits;
+    batch_.logits = f.wants_logits;
     batch_.tokens.clear();
     exec::StageStep step;
     step.clear_all = (f.flags & net::Forward::kClearAll) != 0;
@@ -475,7 +475,7 @@ class StageSession::Impl {
     if (!(f.flags & (net::Forward::kSample | net::Forward::kReturnLogits))) return;
     net::ResultMsg r;
     r.request = f.request;
-    r.compute_us = f.stage_us;
+    r.stage_us = f.stage_us;
     if (f.flags & net::Forward::kSample) {
       Result<int32_t> tok = stage_->Sample(batch_);
       if (!tok.ok()) {
@@ -488,7 +488,7 @@ class StageSession::Impl {
       r.n_vocab = static_cast<uint32_t>(p.n_vocab);
       r.logits.assign(stage_->logits(), stage_->logits() + stage_->n_logits() * p.n_vocab);
     }
-    Get(&ctl_)->Send(MsgType::kResult, r);
+    Get(&main_)->Send(MsgType::kResult, r);
   }
 
   void Log(const std::string& line) const {
@@ -509,7 +509,7 @@ class StageSession::Impl {
   std::deque<Task> tasks_;
   bool busy_ = false;  // a task is running (on the compute thread or inline); guarded by mu_
   static constexpr size_t kInlineForwardTokens = 4;
-  std::shared_ptr<Connection> ctl_, up_, down_;
+  std::shared_ptr<Connection> main_, up_, down_;
   std::thread compute_, heartbeat_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<exec::Stage> stage_;

@@ -18,6 +18,7 @@ inline net::SamplerConfig ToWire(const sampling::SamplerParams& p, const std::ve
   c.presence_penalty = p.presence_penalty;
   c.seed = p.seed;
   c.history = history;
+  c.banned = p.banned;
   return c;
 }
 
@@ -32,6 +33,7 @@ inline sampling::SamplerParams FromWire(const net::SamplerConfig& c) {
   p.frequency_penalty = c.frequency_penalty;
   p.presence_penalty = c.presence_penalty;
   p.seed = c.seed;
+  p.banned = c.banned;
   return p;
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <thread>
@@ -36,6 +37,7 @@ struct Worker::Impl {
     }
   }
   void Handle(net::Socket s);
+  void Probe(net::Socket s, const net::ServerHello& h, const std::string& peer);
   void Reap(bool all);
 };
 
@@ -46,12 +48,13 @@ void Worker::Impl::Handle(net::Socket s) {
     Log("rejected connection from " + peer + ": " + h.status().message());
     return;
   }
-  if (h->role == net::Role::kController) {
+  if (h->role == net::Role::kProbe) return Probe(std::move(s), *h, peer);
+  if (h->role == net::Role::kMainNode) {
     std::lock_guard<std::mutex> lock(mu);
     if (session && !session->finished()) {
       const std::string why = "this worker is busy serving a session for " + session->peer();
       (void)net::SendRefused(s, why);
-      Log("refused controller " + peer + ": busy");
+      Log("refused main node " + peer + ": busy");
       return;
     }
     if (session) {
@@ -84,6 +87,23 @@ void Worker::Impl::Handle(net::Socket s) {
     return;
   }
   Log("previous stage " + peer + " attached");
+}
+
+// `tandem probe`: the handshake (so the key is proven both ways), WorkerInfo with `busy` set, then
+// Pong for each Ping until the probe closes, a frame is not a Ping, or 10 s pass. No session.
+void Worker::Impl::Probe(net::Socket s, const net::ServerHello& h, const std::string& peer) {
+  net::WorkerInfo now = info;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    now.busy = session && !session->finished();
+  }
+  if (Status st = net::SendWelcome(s, o.key, h, now); !st.ok()) return;
+  Log("probed by " + peer);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline && !stop) {
+    Result<net::Ping> ping = net::ReadMessage<net::Ping>(s, net::MsgType::kPing, 2000);
+    if (!ping.ok() || !net::WriteMessage(s, net::MsgType::kPong, *ping).ok()) return;
+  }
 }
 
 void Worker::Impl::Reap(bool all) {

@@ -2,24 +2,24 @@
 //
 // It listens for connections (default port 50052). Every connection starts with the
 // authenticated handshake (net/auth.h); the worker then reports its protocol version, CPU
-// features, threads, free memory and a measured matrix-vector speed. A controller (the main
+// features, threads, free memory and a measured matrix-vector speed. A main node (the main
 // node) owns one session at a time: it loads a contiguous layer range of a model from a local
 // GGUF copy (-m, --models-dir, or the main node's own path when it is on this machine), links
-// the worker to the next stage, and then sends Forward frames. A second controller is refused
+// the worker to the next stage, and then sends Forward frames. A second main node is refused
 // with a clear reason while a session runs. An upstream stage attaches to the running session
 // and feeds it Forward frames directly, so activations go stage to stage.
 //
 // Per Forward frame the session applies the truncation, runs the layers and sends the hidden
 // states to the next stage, or (on the last stage) samples and sends the token id (and logits
-// when asked) to the controller. Frames run in arrival order on the session's compute thread,
+// when asked) to the main node. Frames run in arrival order on the session's compute thread,
 // except that a Forward of at most 4 tokens (a decode step) that finds the session idle runs at
 // once on the reader thread that decoded it, which saves a thread wake-up per stage boundary.
 // Reader and sender threads per connection keep network I/O off the compute thread; idle
 // threads sleep.
 //
 // Failures: malformed, oversized or unauthenticated frames close that connection with a logged
-// error; the worker keeps serving. When the controller disconnects the session is freed. The
-// worker pings the next stage and reports a silent link to the controller as an Error.
+// error; the worker keeps serving. When the main node disconnects the session is freed. The
+// worker pings the next stage and reports a silent link to the main node as an Error.
 //
 // Thread safety: Serve() on one thread; Stop() from any thread or a signal-safe flag.
 #pragma once
@@ -53,7 +53,7 @@ struct WorkerOptions {
   std::function<void(const std::string&)> log;  // one line per event (default: stderr)
   int ping_interval_ms = 500;
   int link_dead_ms = 2500;         // the next stage silent this long: report it
-  int controller_dead_ms = 10000;  // the controller silent this long: free the session
+  int main_node_dead_ms = 10000;  // the main node silent this long: free the session
 };
 
 class Worker {

@@ -1,0 +1,79 @@
+#include "engine/bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace tandem::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds to process n prompt tokens (fresh cache; the executor splits them into micro-batches),
+// or to generate n tokens one at a time (fresh cache, each token sampled greedily and fed back),
+// with random token ids. For generation, adds each stage's compute milliseconds to *stage_ms.
+Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector<double>* stage_ms) {
+  const int64_t n_vocab = ex.params().n_vocab;
+  std::mt19937 rng(1);
+  TANDEM_RETURN_IF_ERROR(ex.Clear());
+  model::Batch b;
+  exec::RunOutput out;
+  const auto t0 = Clock::now();
+  if (!generate) {
+    for (int64_t j = 0; j < n; ++j) {
+      b.Add(static_cast<int32_t>(rng() % n_vocab), static_cast<int32_t>(j), 0, j + 1 == n);
+    }
+    exec::RunOptions o;
+    o.logits = true;  // the last position's logits: the run is complete when they arrive
+    TANDEM_RETURN_IF_ERROR(ex.Run(b, o, &out));
+  } else {
+    exec::RunOptions first;
+    first.sample = true;
+    sampling::SamplerParams greedy;
+    greedy.temperature = 0;
+    first.sampler = greedy;
+    exec::RunOptions step;
+    step.sample = true;
+    int32_t tok = static_cast<int32_t>(rng() % n_vocab);
+    for (int64_t j = 0; j < n; ++j) {
+      b.Clear();
+      b.Add(tok, static_cast<int32_t>(j), 0, true);
+      TANDEM_RETURN_IF_ERROR(ex.Run(b, j == 0 ? first : step, &out));
+      tok = out.token;
+      if (stage_ms->size() < out.stage_ms.size()) stage_ms->resize(out.stage_ms.size());
+      for (size_t s = 0; s < out.stage_ms.size(); ++s) (*stage_ms)[s] += out.stage_ms[s];
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+Result<std::vector<BenchResult>> RunBench(exec::Executor& ex, const BenchOptions& o) {
+  if (o.repetitions < 1) return Status::InvalidArgument("repetitions must be at least 1");
+  std::vector<BenchResult> results;
+  for (bool generate : {false, true}) {
+    const int64_t n = generate ? o.n_gen : o.n_prompt;
+    if (n <= 0) continue;
+    std::vector<double> warm_ms, stage_ms;
+    TANDEM_RETURN_IF_ERROR(TimeRun(ex, generate ? 4 : std::min<int64_t>(n, 32), generate, &warm_ms).status());
+    BenchResult r;
+    r.test = (generate ? "tg" : "pp") + std::to_string(n);
+    for (int rep = 0; rep < o.repetitions; ++rep) {
+      TANDEM_ASSIGN_OR_RETURN(double s, TimeRun(ex, n, generate, &stage_ms));
+      r.tokens_per_s.push_back(n / s);
+    }
+    for (double v : r.tokens_per_s) r.mean += v / r.tokens_per_s.size();
+    double var = 0;
+    for (double v : r.tokens_per_s) var += (v - r.mean) * (v - r.mean) / r.tokens_per_s.size();
+    r.stddev = std::sqrt(var);
+    if (generate) {
+      r.token_ms = 1000.0 / r.mean;
+      for (double ms : stage_ms) r.stage_ms.push_back(ms / (static_cast<double>(o.repetitions) * n));
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace tandem::engine

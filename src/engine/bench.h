@@ -1,0 +1,36 @@
+// Bench: prompt processing (pp) and generation (tg) speed of an Executor, as llama-bench
+// measures them: random token ids, a fresh cache per repetition, one warm-up run per test. For
+// generation each stage's compute time per token is summed too, so the rest of a token's time
+// (network and waiting) can be shown beside it.
+//
+// Thread safety: one run at a time per executor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "exec/executor.h"
+
+namespace tandem::engine {
+
+struct BenchOptions {
+  int64_t n_prompt = 512;  // 0: no pp test
+  int64_t n_gen = 128;     // 0: no tg test
+  int repetitions = 3;
+};
+
+struct BenchResult {
+  std::string test;                   // "pp512", "tg128"
+  std::vector<double> tokens_per_s;   // one per repetition
+  double mean = 0, stddev = 0;        // of tokens_per_s
+  // Generation only: per stage, compute milliseconds per token (averaged over repetitions), and
+  // the time of a whole token.
+  std::vector<double> stage_ms;
+  double token_ms = 0;
+};
+
+Result<std::vector<BenchResult>> RunBench(exec::Executor& executor, const BenchOptions& options);
+
+}  // namespace tandem::engine

@@ -1,0 +1,106 @@
+// Engine: a new turn of a conversation computes only its new tokens (the cache keeps the shared
+// prefix), on one node and over in-process workers; the text is what a fresh engine gives.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "pipeline/worker.h"
+
+namespace tandem::engine {
+namespace {
+
+std::string ModelPath() {
+  return (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/stories260K.gguf").string();
+}
+
+struct TestWorker {
+  std::unique_ptr<pipeline::Worker> w;
+  std::thread t;
+  TestWorker() {
+    pipeline::WorkerOptions o;
+    o.port = 0;
+    o.threads = 1;
+    o.log = [](const std::string&) {};
+    Result<std::unique_ptr<pipeline::Worker>> r = pipeline::Worker::Start(o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    w = std::move(*r);
+    t = std::thread([this] { w->Serve(); });
+  }
+  ~TestWorker() {
+    w->Stop();
+    t.join();
+  }
+};
+
+std::string Generate(Engine& e, const std::string& prompt, GenerateStats* stats) {
+  GenerateOptions g;
+  g.n_predict = 12;
+  g.sampling.temperature = 0;
+  std::string text;
+  Result<GenerateStats> s = e.Generate(prompt, g, [&](std::string_view t) {
+    text += t;
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (s.ok()) *stats = *s;
+  return text;
+}
+
+void CheckTurns(const std::vector<std::string>& workers) {
+  EngineOptions o;
+  o.model_path = ModelPath();
+  o.exec.threads = 1;
+  o.exec.n_ctx = 256;
+  o.exec.workers = workers;
+  o.exec.log = [](const std::string&) {};
+  Result<std::unique_ptr<Engine>> e = Engine::Open(o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  GenerateStats s1, s2, s3;
+  const std::string turn1 = "Once upon a time, there was a cat";
+  const std::string reply1 = Generate(**e, turn1, &s1);
+  EXPECT_EQ(s1.prompt_tokens_cached, 0);
+  EXPECT_EQ(s1.prompt_tokens_computed, s1.prompt_tokens);
+  // The next turn re-sends the conversation: the first turn's prompt and reply are in the cache.
+  const std::string turn2 = turn1 + reply1 + ". The cat said";
+  const std::string reply2 = Generate(**e, turn2, &s2);
+  EXPECT_GE(s2.prompt_tokens_cached, s1.prompt_tokens) << "the first turn was computed again";
+  EXPECT_LT(s2.prompt_tokens_computed, s2.prompt_tokens - s1.prompt_tokens + 2)
+      << s2.prompt_tokens_computed << " of " << s2.prompt_tokens << " computed";
+  EXPECT_EQ(s2.prompt_tokens_cached + s2.prompt_tokens_computed, s2.prompt_tokens);
+  // A prompt that departs early keeps only the shared beginning.
+  const std::string other = "Once upon a time, there was a dog";
+  const std::string reply3 = Generate(**e, other, &s3);
+  EXPECT_LT(s3.prompt_tokens_cached, s1.prompt_tokens);
+  EXPECT_GT(s3.prompt_tokens_cached, 0);
+
+  // A fresh engine on this machine alone, computing the second turn from nothing, writes the
+  // same reply.
+  EngineOptions alone = o;
+  alone.exec.workers.clear();
+  Result<std::unique_ptr<Engine>> fresh = Engine::Open(alone);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  GenerateStats f;
+  EXPECT_EQ(Generate(**fresh, turn2, &f), reply2);
+  EXPECT_EQ(f.prompt_tokens_cached, 0);
+  // And after the truncation that `other` needed, its reply is a fresh one's too.
+  Result<std::unique_ptr<Engine>> fresh2 = Engine::Open(alone);
+  ASSERT_TRUE(fresh2.ok());
+  EXPECT_EQ(Generate(**fresh2, other, &f), reply3);
+}
+
+TEST(EngineTest, ANewTurnComputesOnlyItsNewTokensOnOneNode) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  CheckTurns({});
+}
+
+TEST(EngineTest, ANewTurnComputesOnlyItsNewTokensOverWorkers) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  TestWorker w1, w2;
+  CheckTurns({"127.0.0.1:" + std::to_string(w1.w->port()), "127.0.0.1:" + std::to_string(w2.w->port())});
+}
+
+}  // namespace
+}  // namespace tandem::engine
