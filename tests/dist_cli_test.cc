@@ -22,6 +22,19 @@ std::string ModelPath(const char* name) {
 
 std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
+// Runs `args` with `n` fresh workers appended as --worker flags.
+RunResult RunOverWorkers(std::vector<std::string> args, int n) {
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < n; ++i) {
+    int port = 0;
+    workers.push_back(StartWorker({}, &port));
+    if (port == 0) return {true, 99, "", "worker did not start: " + workers.back()->err()};
+    args.push_back("--worker");
+    args.push_back(Addr(port));
+  }
+  return RunTandem(args);
+}
+
 TEST(DistCliTest, LogitsWithOneTwoThreeWorkersEqualTheSingleNode) {
   const std::string model = ModelPath("tiny-q4_k_m.gguf");
   TANDEM_REQUIRE_SHARED(model);
@@ -219,13 +232,7 @@ TEST(DistCliTest, DefaultMicroBatchesGiveTheSingleNodeLogitsBitForBit) {
   ASSERT_EQ(single.code, 0) << single.err;
   const nlohmann::json want = nlohmann::json::parse(single.out);
   ASSERT_GT(want["prompt_tokens"].size(), 64u) << "the prompt must span several micro-batches";
-  int p1 = 0, p2 = 0;
-  auto w1 = StartWorker({}, &p1);
-  auto w2 = StartWorker({}, &p2);
-  ASSERT_TRUE(p1 && p2);
-  std::vector<std::string> args = base;
-  args.insert(args.end(), {"--worker", Addr(p1), "--worker", Addr(p2)});
-  RunResult r = RunTandem(args);
+  RunResult r = RunOverWorkers(base, 2);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["logits"], want["logits"]);
 }

@@ -6,9 +6,8 @@
 # Usage: isa_boundary_test.sh SOURCE_ROOT
 set -euo pipefail
 root=${1:?usage: isa_boundary_test.sh SOURCE_ROOT}
-for d in src src/kernels tests bench; do
-  [[ -d "$root/$d" ]] || { echo "not a tandem source tree: no $root/$d"; exit 1; }
-done
+source "$(dirname "$0")/boundary_lib.sh"
+require_tree "$root" src src/kernels tests bench
 pattern='[a-z0-9]*intrin\.h|arm_neon\.h|arm_sve\.h|__(AVX|SSE|FMA|F16C|ARM_NEON|ARM_FEATURE|aarch64|x86_64)|\b_mm(256|512)?_[a-z]|\b__m(128|256|512)|\bv(ld|st)[1-4]q?_[a-z]|\bv[a-z]+q_[su](8|16|32|64)\b'
 found=$(grep -rnE --include='*.h' --include='*.cc' --include='*.cpp' "$pattern" \
           "$root/src" "$root/tests" "$root/bench" | grep -v "^$root/src/kernels/" || true)

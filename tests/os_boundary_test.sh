@@ -7,9 +7,8 @@
 # Usage: os_boundary_test.sh SOURCE_ROOT
 set -euo pipefail
 root=${1:?usage: os_boundary_test.sh SOURCE_ROOT}
-for d in src src/base tests bench; do
-  [[ -d "$root/$d" ]] || { echo "not a tandem source tree: no $root/$d"; exit 1; }
-done
+source "$(dirname "$0")/boundary_lib.sh"
+require_tree "$root" src src/base tests bench
 linux='sys/auxv\.h|asm/hwcap\.h|sys/eventfd\.h|sys/epoll\.h|sys/prctl\.h|sys/sysinfo\.h|<linux/|sched_getcpu|sched_[gs]etaffinity|pthread_[gs]etaffinity_np|cpu_set_t|\bCPU_(SET|ZERO|ISSET|COUNT|SETSIZE|EQUAL)\b|getauxval|/proc/|/sys/(devices|fs|kernel)|MADV_HUGEPAGE|\baccept4\b|SOCK_CLOEXEC|SOCK_NONBLOCK|MSG_NOSIGNAL|\bepoll_[a-z]+|\beventfd\b|\bprctl\b|\bPR_SET_|\bsysinfo\b|\bmemfd_create\b|\bMAP_POPULATE\b'
 darwin='sys/sysctl\.h|\bsysctl(byname)?\b|<mach/|\bmach_[a-z_]+|host_statistics|SO_NOSIGPIPE|pthread_set_qos|QOS_CLASS_|pthread/qos\.h|\bkqueue\b|\bkevent\b'
 macros='__linux__|__APPLE__|__MACH__|\b__gnu_linux__\b'

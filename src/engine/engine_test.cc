@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "pipeline/worker.h"
+#include "pipeline/test_worker.h"
 
 namespace tandem::engine {
 namespace {
@@ -15,25 +15,6 @@ namespace {
 std::string ModelPath() {
   return (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/stories260K.gguf").string();
 }
-
-struct TestWorker {
-  std::unique_ptr<pipeline::Worker> w;
-  std::thread t;
-  TestWorker() {
-    pipeline::WorkerOptions o;
-    o.port = 0;
-    o.threads = 1;
-    o.log = [](const std::string&) {};
-    Result<std::unique_ptr<pipeline::Worker>> r = pipeline::Worker::Start(o);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    w = std::move(*r);
-    t = std::thread([this] { w->Serve(); });
-  }
-  ~TestWorker() {
-    w->Stop();
-    t.join();
-  }
-};
 
 std::string Generate(Engine& e, const std::string& prompt, GenerateStats* stats) {
   GenerateOptions g;
@@ -98,8 +79,8 @@ TEST(EngineTest, ANewTurnComputesOnlyItsNewTokensOnOneNode) {
 
 TEST(EngineTest, ANewTurnComputesOnlyItsNewTokensOverWorkers) {
   if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
-  TestWorker w1, w2;
-  CheckTurns({"127.0.0.1:" + std::to_string(w1.w->port()), "127.0.0.1:" + std::to_string(w2.w->port())});
+  pipeline::TestWorker w1, w2;
+  CheckTurns({w1.addr(), w2.addr()});
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/progress.h"
+#include "base/clock.h"
 #include "base/sys.h"
 #include "modelstore/model_files.h"
 #include "pipeline/wire.h"
@@ -22,10 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using net::Connection;
 using net::MsgType;
-
-int64_t MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
 
 // "placement (22 layers, context 4096):\n"
 std::string PlanHeading(const model::ModelParams& p, int64_t n_ctx) {
@@ -251,6 +248,49 @@ struct Coordinator::Impl {
     conns[i]->Send(MsgType::kWeightsDone, net::WeightsDone{h.Final()});
   }
 
+  // Asks every worker to load its stage (LoadModel, answered by Loaded), then links each worker
+  // to the next (LinkNext, answered by Linked).
+  Status LoadAndLink(const std::string& model_path, const std::vector<std::pair<std::string, uint16_t>>& addrs) {
+    const size_t nw = conns.size();
+    TANDEM_ASSIGN_OR_RETURN(modelstore::ModelId id, modelstore::IdentifyModel(model_path));
+    if (sodium_init() < 0) return Status::Internal("libsodium failed to initialise");
+    uint64_t session = 0;
+    while (session == 0) randombytes_buf(&session, sizeof session);
+    for (size_t i = 0; i < nw; ++i) {
+      const PlannedStage& s = plan.stages[i + 1];
+      net::LoadModel lm;
+      lm.session = session;
+      lm.model_name = std::filesystem::path(model_path).filename().string();
+      lm.model_path = std::filesystem::absolute(model_path).string();
+      lm.file_size = id.file_size;
+      lm.header_digest = id.digest;
+      lm.layer_begin = static_cast<uint32_t>(s.layer_begin);
+      lm.layer_end = static_cast<uint32_t>(s.layer_end);
+      lm.n_ctx = static_cast<uint32_t>(n_ctx);
+      lm.flash_attn = o.context.flash_attn;
+      lm.last_stage = i + 1 == nw;
+      lm.use_mmap = o.use_mmap;
+      lm.cache_k = o.context.type_k == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
+      lm.cache_v = o.context.type_v == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
+      conns[i]->Send(MsgType::kLoadModel, lm);
+    }
+    TANDEM_RETURN_IF_ERROR(Wait([&] {
+      for (const auto& l : loaded) if (!l) return false;
+      return true;
+    }));
+    for (size_t i = 0; i < nw; ++i) {
+      Log(StageName(i) + ": ready, weights from " + loaded[i]->source + " (" +
+          std::to_string(loaded[i]->bytes_received) + " weight bytes received over the network)");
+    }
+    for (size_t i = 0; i + 1 < nw; ++i) {
+      conns[i]->Send(MsgType::kLinkNext, net::LinkNext{addrs[i + 1].first, addrs[i + 1].second});
+    }
+    return Wait([&] {
+      for (size_t i = 0; i + 1 < nw; ++i) if (!linked[i]) return false;
+      return true;
+    });
+  }
+
   void PingLoop() {
     uint64_t n = 0;
     std::unique_lock<std::mutex> lock(mu);
@@ -327,44 +367,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(impl)));
   m.pinger = std::thread([raw] { raw->PingLoop(); });
 
-  // Load, then link stage to stage.
-  TANDEM_ASSIGN_OR_RETURN(modelstore::ModelId id, modelstore::IdentifyModel(model_path));
-  if (sodium_init() < 0) return Status::Internal("libsodium failed to initialise");
-  uint64_t session = 0;
-  while (session == 0) randombytes_buf(&session, sizeof session);
-  for (size_t i = 0; i < nw; ++i) {
-    const PlannedStage& s = m.plan.stages[i + 1];
-    net::LoadModel lm;
-    lm.session = session;
-    lm.model_name = std::filesystem::path(model_path).filename().string();
-    lm.model_path = std::filesystem::absolute(model_path).string();
-    lm.file_size = id.file_size;
-    lm.header_digest = id.digest;
-    lm.layer_begin = static_cast<uint32_t>(s.layer_begin);
-    lm.layer_end = static_cast<uint32_t>(s.layer_end);
-    lm.n_ctx = static_cast<uint32_t>(m.n_ctx);
-    lm.flash_attn = o.context.flash_attn;
-    lm.last_stage = i + 1 == nw;
-    lm.use_mmap = o.use_mmap;
-    lm.cache_k = o.context.type_k == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
-    lm.cache_v = o.context.type_v == quant::TensorType::kQ8_0 ? net::KvType::kQ8_0 : net::KvType::kF16;
-    m.conns[i]->Send(MsgType::kLoadModel, lm);
-  }
-  TANDEM_RETURN_IF_ERROR(m.Wait([&] {
-    for (const auto& l : m.loaded) if (!l) return false;
-    return true;
-  }));
-  for (size_t i = 0; i < nw; ++i) {
-    m.Log(m.StageName(i) + ": ready, weights from " + m.loaded[i]->source + " (" +
-          std::to_string(m.loaded[i]->bytes_received) + " weight bytes received over the network)");
-  }
-  for (size_t i = 0; i + 1 < nw; ++i) {
-    m.conns[i]->Send(MsgType::kLinkNext, net::LinkNext{addrs[i + 1].first, addrs[i + 1].second});
-  }
-  TANDEM_RETURN_IF_ERROR(m.Wait([&] {
-    for (size_t i = 0; i + 1 < nw; ++i) if (!m.linked[i]) return false;
-    return true;
-  }));
+  TANDEM_RETURN_IF_ERROR(m.LoadAndLink(model_path, addrs));
   if (!o.use_mmap) TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, m.plan.stages[0].layer_end, false));
   m.stage = std::make_unique<exec::Stage>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end,
                                           o.context);

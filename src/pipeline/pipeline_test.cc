@@ -11,6 +11,7 @@
 
 #include "pipeline/coordinator.h"
 #include "exec/executor.h"
+#include "pipeline/test_worker.h"
 #include "pipeline/worker.h"
 #include "net/auth.h"
 
@@ -20,30 +21,6 @@ namespace {
 std::string Model(const char* name) {
   return (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models" / name).string();
 }
-
-// A worker serving on its own thread until destroyed.
-struct TestWorker {
-  std::unique_ptr<Worker> w;
-  std::thread t;
-  explicit TestWorker(std::optional<net::Key> key = std::nullopt, std::string cache_dir = "") {
-    WorkerOptions o;
-    o.cache_dir = cache_dir;
-    o.use_main_path = cache_dir.empty();
-    o.port = 0;
-    o.threads = 1;
-    o.key = key;
-    o.log = [](const std::string&) {};
-    Result<std::unique_ptr<Worker>> r = Worker::Start(o);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    w = std::move(*r);
-    t = std::thread([this] { w->Serve(); });
-  }
-  ~TestWorker() {
-    w->Stop();
-    t.join();
-  }
-  std::string addr() const { return "127.0.0.1:" + std::to_string(w->port()); }
-};
 
 model::Batch Prompt(int n, int vocab) {
   model::Batch b;

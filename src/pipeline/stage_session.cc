@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/sys.h"
 #include "exec/executor.h"
 #include "modelstore/model_files.h"
@@ -31,10 +32,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using net::Connection;
 using net::MsgType;
-
-int64_t MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
 
 struct Task {
   MsgType kind = MsgType::kForward;
@@ -282,99 +279,105 @@ class StageSession::Impl {
     }
   }
 
-  Status Load(const net::LoadModel& m) {
-    if (model_) return Status::InvalidArgument("the session already has a model");
+  // Where this stage's copy of the model is: a local file, the weight cache, or (received from
+  // the main node now) a new cache entry. *source says which, *received the bytes that came
+  // over the network.
+  Result<std::string> FindWeights(const net::LoadModel& m, std::string* source, uint64_t* received) {
     modelstore::ModelId want{m.header_digest, m.file_size};
+    *received = 0;
     Result<std::string> path = modelstore::FindModel(want, {o_.model_path}, o_.models_dir);
-    std::string source;
-    uint64_t received = 0;
     if (!path.ok() && o_.use_main_path) {
       Result<std::string> same_machine = modelstore::FindModel(want, {m.model_path}, "");
       if (same_machine.ok()) path = std::move(same_machine);
     }
     if (path.ok()) {
-      source = "local file " + *path;
-    } else if (o_.cache_dir.empty()) {
+      *source = "local file " + *path;
+      return path;
+    }
+    if (o_.cache_dir.empty()) {
       return Status::NotFound(path.status().message() +
                               "\n(start the worker with --cache-dir DIR to receive the weights from "
                               "the main node once, or copy " + m.model_name + " here and give -m)");
-    } else {
-      modelstore::WeightCache cache(o_.cache_dir);
-      Result<std::string> cached = cache.Find(want, m.layer_begin, m.layer_end, m.last_stage);
-      if (cached.ok()) {
-        path = *cached;
-        source = "cache " + *path;
-      } else {
-        TANDEM_ASSIGN_OR_RETURN(std::string got, Receive(cache, want, m));
-        path = got;
-        received = receiver_.bytes();
-        source = "the main node, now cached in " + got;
-      }
     }
-    Result<model::Model> model = model::Model::Load(*path);
-    if (!model.ok()) return model.status();
-    const model::ModelParams& p = model->params();
+    modelstore::WeightCache cache(o_.cache_dir);
+    if (Result<std::string> cached = cache.Find(want, m.layer_begin, m.layer_end, m.last_stage); cached.ok()) {
+      *source = "cache " + *cached;
+      return cached;
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::string got, Receive(cache, want, m));
+    *received = receiver_.bytes();
+    *source = "the main node, now cached in " + got;
+    return got;
+  }
+
+  // Brings the stage's tensors into memory (a copy on huge pages, or with --mmap a read through
+  // the map), reporting progress to the main node. Ok with nothing done when the session ends.
+  Status BringIntoMemory(const net::LoadModel& m, const model::StageTensors& stage, const std::string& path) {
+    std::shared_ptr<Connection> main_node = Get(&main_);
+    const bool last = m.layer_end == model_->params().n_layer;
+    if (!m.use_mmap) {
+      Status st = model_->CopyIntoMemory(m.layer_begin, m.layer_end, last, [&](uint64_t done, uint64_t all) {
+        main_node->Send(MsgType::kLoadProgress, net::LoadProgress{done, all, "copying weights from " + path});
+        return !finished_.load();
+      });
+      return st.code() == Code::kCancelled ? Status::Ok() : st;
+    }
+    uint64_t done = 0, sink = 0;
+    auto last_report = Clock::now();
+    for (const gguf::TensorInfo* t : stage.tensors) {
+      for (uint64_t off = 0; off < t->n_bytes; off += 4096) sink += t->data[off];
+      done += t->n_bytes;
+      if (MsSince(last_report) > 200 || done == stage.bytes) {
+        main_node->Send(MsgType::kLoadProgress, net::LoadProgress{done, stage.bytes, "reading weights from " + path});
+        last_report = Clock::now();
+      }
+      if (finished_) return Status::Ok();
+    }
+    (void)sink;
+    return Status::Ok();
+  }
+
+  Status Load(const net::LoadModel& m) {
+    if (model_) return Status::InvalidArgument("the session already has a model");
+    std::string source;
+    uint64_t received = 0;
+    TANDEM_ASSIGN_OR_RETURN(std::string path, FindWeights(m, &source, &received));
+    TANDEM_ASSIGN_OR_RETURN(model::Model model, model::Model::Load(path));
+    const model::ModelParams& p = model.params();
     if (m.layer_end > p.n_layer) {
       return Status::InvalidArgument("layers " + std::to_string(m.layer_begin) + ".." +
                                      std::to_string(m.layer_end - 1) + " do not exist in a " +
                                      std::to_string(p.n_layer) + "-layer model");
     }
-    model_ = std::make_unique<model::Model>(std::move(*model));
-    const int threads = o_.threads;
+    model_ = std::make_unique<model::Model>(std::move(model));
     model::ContextOptions copts;
     copts.flash_attn = m.flash_attn;
     copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
     copts.type_v = m.cache_v == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
-    TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(p, copts));
-    // This stage's weights (never the first stage: that is the main node) and KV cache.
+    TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(model_->params(), copts));
+    // This stage's weights (never the first stage: that is the main node) and KV cache; refused
+    // before anything is read or copied when they do not fit.
     const model::StageTensors stage = model::TensorsOfStage(model_->file(), m.layer_begin, m.layer_end,
-                                                            /*first=*/false, m.layer_end == p.n_layer);
-    const std::vector<const gguf::TensorInfo*>& mine = stage.tensors;
-    const uint64_t total = stage.bytes;
-    const uint64_t kv_bytes =
-        model::KvCacheBytes(p, m.n_ctx, m.layer_end - m.layer_begin, copts.type_k, copts.type_v);
-    // Refuse before reading or copying anything.
-    const uint64_t budget = free_memory_;
-    if (budget > 0 && total + kv_bytes > budget) {
+                                                            /*first=*/false, m.layer_end == model_->params().n_layer);
+    const uint64_t kv_bytes = model::KvCacheBytes(model_->params(), m.n_ctx, m.layer_end - m.layer_begin,
+                                                  copts.type_k, copts.type_v);
+    if (free_memory_ > 0 && stage.bytes + kv_bytes > free_memory_) {
       return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
                                        std::to_string(m.layer_end - 1) + " need " +
-                                       std::to_string((total + kv_bytes) >> 20) + " MiB but this worker has " +
-                                       std::to_string(budget >> 20) + " MiB");
+                                       std::to_string((stage.bytes + kv_bytes) >> 20) + " MiB but this worker has " +
+                                       std::to_string(free_memory_ >> 20) + " MiB");
     }
-    std::shared_ptr<Connection> ctl = Get(&main_);
-    if (m.use_mmap) {
-      uint64_t done = 0, sink = 0;
-      auto last = Clock::now();
-      for (const gguf::TensorInfo* t : mine) {
-        for (uint64_t off = 0; off < t->n_bytes; off += 4096) sink += t->data[off];
-        done += t->n_bytes;
-        if (MsSince(last) > 200 || done == total) {
-          ctl->Send(MsgType::kLoadProgress, net::LoadProgress{done, total, "reading weights from " + *path});
-          last = Clock::now();
-        }
-        if (finished_) return Status::Ok();
-      }
-      (void)sink;
-    } else {
-      Status st = model_->CopyIntoMemory(m.layer_begin, m.layer_end, m.layer_end == p.n_layer,
-                                         [&](uint64_t done, uint64_t all) {
-                                           ctl->Send(MsgType::kLoadProgress,
-                                                     net::LoadProgress{done, all, "copying weights from " + *path});
-                                           return !finished_.load();
-                                         });
-      if (st.code() == Code::kCancelled) return Status::Ok();
-      TANDEM_RETURN_IF_ERROR(st);
-    }
-    stage_ = std::make_unique<exec::Stage>(*model_, m.n_ctx, threads, m.layer_begin, m.layer_end, copts);
-    Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." +
-            std::to_string(m.layer_end - 1) + " of " + *path + " (" + std::to_string(total >> 20) +
-            " MiB weights " + (m.use_mmap ? "used from the file map" : "copied into memory") + ", " +
-            std::to_string(kv_bytes >> 20) + " MiB KV cache, " +
-            std::to_string(threads) + " threads, weights from " + source + ")");
-    net::Loaded loaded{total, kv_bytes, received, source};
-    ctl->Send(MsgType::kLoaded, loaded);
+    TANDEM_RETURN_IF_ERROR(BringIntoMemory(m, stage, path));
+    if (finished_) return Status::Ok();
+    stage_ = std::make_unique<exec::Stage>(*model_, m.n_ctx, o_.threads, m.layer_begin, m.layer_end, copts);
+    Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." + std::to_string(m.layer_end - 1) +
+        " of " + path + " (" + std::to_string(stage.bytes >> 20) + " MiB weights " +
+        (m.use_mmap ? "used from the file map" : "copied into memory") + ", " + std::to_string(kv_bytes >> 20) +
+        " MiB KV cache, " + std::to_string(o_.threads) + " threads, weights from " + source + ")");
+    Get(&main_)->Send(MsgType::kLoaded, net::Loaded{stage.bytes, kv_bytes, received, source});
     return Status::Ok();
   }
+
 
   // Asks the main node for this stage's bytes of the model file, which the reader thread writes
   // into a sparse copy in the cache (receiver_); returns the copy's path once the digest of
