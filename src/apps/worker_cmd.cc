@@ -39,6 +39,9 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
                 "Never open the main node's own path, even when it exists on this machine");
   cmd->add_option("--auth-key-file", a->key_file, "Pre-shared key file (the same on every node)");
   cmd->add_flag("--insecure", a->o.insecure, "Allow a non-loopback address without a key");
+  cmd->add_option("--max-connections", a->o.max_connections,
+                  "Connections served at once (handshakes included); more are closed unread")
+      ->capture_default_str()->check(CLI::Range(2, 4096));
   cmd->callback([a, exit_code] {
     if (!a->key_file.empty()) {
       Result<net::Key> k = net::LoadKeyFile(a->key_file);

@@ -68,6 +68,17 @@ Status Stage::ApplyStep(const StageStep& step, const model::Batch& batch) {
   if (step.clear_all) Clear();
   if (step.truncate_seq >= 0) ctx_.cache().Truncate(step.truncate_seq, step.truncate_from);
   if (step.sampler != nullptr && is_last()) {
+    // Token ids from the wire size the sampler's tables: each must be in the vocabulary.
+    const int64_t n_vocab = model_.params().n_vocab;
+    for (const std::vector<int32_t>* ids : {step.history, &step.sampler->banned}) {
+      if (ids == nullptr) continue;
+      for (int32_t t : *ids) {
+        if (t < 0 || t >= n_vocab) {
+          return Status::InvalidArgument("sampler: token id " + std::to_string(t) + " is outside the vocabulary of " +
+                                         std::to_string(n_vocab));
+        }
+      }
+    }
     static const std::vector<int32_t> kNone;
     TANDEM_RETURN_IF_ERROR(samplers_.Configure(ResultSequence(batch), *step.sampler,
                                                step.history ? *step.history : kNone));

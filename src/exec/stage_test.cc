@@ -124,5 +124,37 @@ TEST(StageTest, TwoStagesInARowEqualOneStage) {
   EXPECT_EQ(second.context().cache().used(), 0);
 }
 
+// Sampler fields from the wire are bounded before anything is sized by them: a penalty window of
+// 2^30 tokens and a history token id of 2^31-2 (which sized an 8 GiB table on main before) are
+// refused with a message, and the stage keeps working.
+TEST(StageTest, HugeSamplerFieldsAreRefused) {
+  const std::string path = ModelPath("tiny-q4_k_m.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared reference model at " << path;
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  Stage stage(*m, 32, 1, 0, -1, {});
+  model::Batch b = MakeBatch({{1, 0, true}});
+  sampling::SamplerParams p;
+  std::vector<int32_t> history = {1, 2};
+  StageStep step;
+  step.sampler = &p;
+  step.history = &history;
+  p.repeat_last_n = 1 << 30;
+  Status st = stage.ApplyStep(step, b);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("repeat_last_n"), std::string::npos) << st.ToString();
+  p.repeat_last_n = 64;
+  history = {1, 2147483646};
+  st = stage.ApplyStep(step, b);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("outside the vocabulary"), std::string::npos) << st.ToString();
+  p.banned = {-5};
+  history = {1};
+  EXPECT_FALSE(stage.ApplyStep(step, b).ok());
+  p.banned.clear();
+  ASSERT_TRUE(stage.Forward(b, nullptr, step).ok());
+  EXPECT_TRUE(stage.Sample(b).ok());
+}
+
 }  // namespace
 }  // namespace tandem::exec

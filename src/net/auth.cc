@@ -2,6 +2,8 @@
 
 #include <sodium.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iterator>
 
@@ -26,6 +28,18 @@ Mac ClientMac(const Key& key, Role role, const Nonce& c, const Nonce& s) {
 Mac WorkerMac(const Key& key, const Nonce& c, const Nonce& s) {
   return Hmac(key, "tandem-v1 worker", {c, s});
 }
+
+// The payload size of a fixed-size message.
+template <typename M>
+uint32_t EncodedBytes(const M& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  m.Encode(w);
+  return static_cast<uint32_t>(out.size());
+}
+
+// Welcome (two short strings) or the Refused that may come instead.
+constexpr uint32_t kMaxWelcomeBytes = 3 * kMaxStringBytes;
 
 Status InitSodium() {
   if (sodium_init() < 0) return Status::Internal("libsodium failed to initialise");
@@ -57,7 +71,7 @@ Result<WorkerInfo> ClientHandshake(Socket& s, Role role, const std::optional<Key
   hello.role = role;
   randombytes_buf(hello.nonce.data(), hello.nonce.size());
   TANDEM_RETURN_IF_ERROR(WriteMessage(s, MsgType::kHello, hello));
-  TANDEM_ASSIGN_OR_RETURN(Challenge ch, ReadMessage<Challenge>(s, MsgType::kChallenge, timeout_ms));
+  TANDEM_ASSIGN_OR_RETURN(Challenge ch, ReadMessage<Challenge>(s, MsgType::kChallenge, timeout_ms, kMaxWelcomeBytes));
   if (ch.version != kProtocolVersion) {
     return Status::Unsupported("worker speaks protocol version " + std::to_string(ch.version) +
                                ", this tandem speaks " + std::to_string(kProtocolVersion));
@@ -71,7 +85,7 @@ Result<WorkerInfo> ClientHandshake(Socket& s, Role role, const std::optional<Key
   Auth auth;
   if (key) auth.mac = ClientMac(*key, role, hello.nonce, ch.nonce);
   TANDEM_RETURN_IF_ERROR(WriteMessage(s, MsgType::kAuth, auth));
-  TANDEM_ASSIGN_OR_RETURN(Welcome w, ReadMessage<Welcome>(s, MsgType::kWelcome, timeout_ms));
+  TANDEM_ASSIGN_OR_RETURN(Welcome w, ReadMessage<Welcome>(s, MsgType::kWelcome, timeout_ms, kMaxWelcomeBytes));
   if (key) {
     const Mac want = WorkerMac(*key, hello.nonce, ch.nonce);
     if (sodium_memcmp(want.data(), w.proof.data(), want.size()) != 0) {
@@ -83,7 +97,14 @@ Result<WorkerInfo> ClientHandshake(Socket& s, Role role, const std::optional<Key
 
 Result<ServerHello> ServerHandshake(Socket& s, const std::optional<Key>& key, int timeout_ms) {
   TANDEM_RETURN_IF_ERROR(InitSodium());
-  TANDEM_ASSIGN_OR_RETURN(Hello hello, ReadMessage<Hello>(s, MsgType::kHello, timeout_ms));
+  // One deadline for the whole handshake, and each message read into exactly its size: nothing
+  // an unauthenticated client sends can hold this thread longer or make it allocate more.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto left = [&] {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    return static_cast<int>(std::max<int64_t>(ms, 0));
+  };
+  TANDEM_ASSIGN_OR_RETURN(Hello hello, ReadMessage<Hello>(s, MsgType::kHello, left(), EncodedBytes(Hello{})));
   if (hello.version != kProtocolVersion) {
     const std::string why = "client speaks protocol version " + std::to_string(hello.version) +
                             ", this worker speaks " + std::to_string(kProtocolVersion);
@@ -98,7 +119,7 @@ Result<ServerHello> ServerHandshake(Socket& s, const std::optional<Key>& key, in
   randombytes_buf(ch.nonce.data(), ch.nonce.size());
   h.server_nonce = ch.nonce;
   TANDEM_RETURN_IF_ERROR(WriteMessage(s, MsgType::kChallenge, ch));
-  TANDEM_ASSIGN_OR_RETURN(Auth auth, ReadMessage<Auth>(s, MsgType::kAuth, timeout_ms));
+  TANDEM_ASSIGN_OR_RETURN(Auth auth, ReadMessage<Auth>(s, MsgType::kAuth, left(), EncodedBytes(Auth{})));
   if (key) {
     const Mac want = ClientMac(*key, h.role, h.client_nonce, h.server_nonce);
     if (sodium_memcmp(want.data(), auth.mac.data(), want.size()) != 0) {

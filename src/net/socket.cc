@@ -235,12 +235,21 @@ Status ParseHostPort(const std::string& s, uint16_t default_port, std::string* h
   return Status::Ok();
 }
 
-Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int timeout_ms) {
+Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int timeout_ms,
+                 uint32_t max_payload) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
   std::array<uint8_t, kFrameHeaderBytes> hb;
   TANDEM_RETURN_IF_ERROR(s.RecvAll(hb, timeout_ms));
   TANDEM_ASSIGN_OR_RETURN(*h, DecodeFrameHeader(hb));
+  // Checked before anything is allocated for it: a peer that has not authenticated yet cannot
+  // make this side reserve more than the message it may send.
+  if (h->payload_bytes > max_payload) {
+    return Status::Corruption(std::string(MsgTypeName(h->type)) + " frame of " + std::to_string(h->payload_bytes) +
+                              " bytes where at most " + std::to_string(max_payload) + " are allowed");
+  }
   payload->resize(h->payload_bytes);
-  return s.RecvAll(*payload, timeout_ms);
+  // One deadline for the whole frame: a peer that dribbles the payload does not get a second one.
+  return s.RecvAll(*payload, timeout_ms < 0 ? -1 : Left(true, deadline));
 }
 
 // --- Connection ---
@@ -338,7 +347,14 @@ void Connection::ReaderLoop() {
     }
     bytes_received_ += kFrameHeaderBytes + payload.size();
     last_rx_ns_ = Clock::now().time_since_epoch().count();
-    if (on_frame_) on_frame_(h.type, payload);
+    // No exception leaves this thread (it would end the process): a handler that throws (an
+    // allocation refused, say) fails this connection instead.
+    try {
+      if (on_frame_) on_frame_(h.type, payload);
+    } catch (const std::exception& e) {
+      Fail(Status::Internal(name_ + ": handling a " + std::string(MsgTypeName(h.type)) + " frame failed: " + e.what()));
+      return;
+    }
   }
 }
 

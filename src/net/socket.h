@@ -87,8 +87,11 @@ bool IsLoopbackHost(const std::string& host);
 // Parses "HOST:PORT" (or "[v6]:PORT"); a missing port gives default_port.
 Status ParseHostPort(const std::string& s, uint16_t default_port, std::string* host, uint16_t* port);
 
-// Reads one frame: header validated, then the payload into `payload` (resized).
-Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int timeout_ms);
+// Reads one frame within `timeout_ms` (header and payload together; -1: no deadline): header
+// validated, a payload above `max_payload` refused before anything is allocated, then the
+// payload into `payload` (resized).
+Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int timeout_ms,
+                 uint32_t max_payload = kMaxPayloadBytes);
 // Sends a message as one frame.
 template <typename M>
 Status WriteMessage(Socket& s, MsgType t, const M& m) {
@@ -99,7 +102,7 @@ Status WriteMessage(Socket& s, MsgType t, const M& m) {
 // Reads one frame that must be of type `t` and decodes it. A Refused frame becomes its reason
 // as a status; an Error frame becomes its status.
 template <typename M>
-Result<M> ReadMessage(Socket& s, MsgType t, int timeout_ms);
+Result<M> ReadMessage(Socket& s, MsgType t, int timeout_ms, uint32_t max_payload = kMaxPayloadBytes);
 
 class Connection {
  public:
@@ -158,10 +161,10 @@ class Connection {
 // --- template definitions ---
 
 template <typename M>
-Result<M> ReadMessage(Socket& s, MsgType t, int timeout_ms) {
+Result<M> ReadMessage(Socket& s, MsgType t, int timeout_ms, uint32_t max_payload) {
   FrameHeader h;
   std::vector<uint8_t> payload;
-  TANDEM_RETURN_IF_ERROR(ReadFrame(s, &h, &payload, timeout_ms));
+  TANDEM_RETURN_IF_ERROR(ReadFrame(s, &h, &payload, timeout_ms, max_payload));
   if (h.type == static_cast<uint16_t>(MsgType::kRefused)) {
     Result<Refused> r = Refused::Decode(payload);
     if (!r.ok()) return r.status();

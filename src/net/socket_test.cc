@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
+#include <thread>
 
 #include "net/auth.h"
 
@@ -153,6 +155,69 @@ TEST(SocketTest, ParsesHostPort) {
   EXPECT_FALSE(ParseHostPort("box:x", 1, &h, &p).ok());
   EXPECT_TRUE(IsLoopbackHost("127.0.0.5"));
   EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+}
+
+// A frame header as an unauthenticated client would write it: any size it likes.
+std::vector<uint8_t> RawHeader(uint32_t payload_bytes, MsgType type) {
+  std::vector<uint8_t> h(kFrameHeaderBytes, 0);
+  for (int i = 0; i < 4; ++i) h[i] = static_cast<uint8_t>(payload_bytes >> (8 * i));
+  h[4] = static_cast<uint8_t>(static_cast<uint16_t>(type));
+  h[5] = static_cast<uint8_t>(static_cast<uint16_t>(type) >> 8);
+  return h;
+}
+
+// Before authentication the worker reads each handshake message into exactly its size: a Hello
+// header announcing 64 MiB is refused at once, before anything is allocated or read for it (main
+// before this change resized its buffer to the announced size and waited for the bytes).
+TEST(SocketTest, AnOversizedHandshakeFrameIsRefusedBeforeAllocation) {
+  Result<Listener> l = Listener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  auto server = std::async(std::launch::async, [&] {
+    Result<Socket> s = l->Accept(5000);
+    if (!s.ok()) return s.status();
+    return ServerHandshake(*s, KeyOf(1), 5000).status();
+  });
+  Result<Socket> c = Socket::Connect("127.0.0.1", l->port(), 2000);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->SendAll(RawHeader(64u << 20, MsgType::kHello)).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = server.get();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("where at most 39 are allowed"), std::string::npos) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "it waited for the payload";
+}
+
+// One deadline covers the whole handshake: a client that dribbles a byte every 112 ms finishes the
+// 8-byte header just inside the timeout, and used to get a fresh timeout for the payload (ending
+// near 1.8 s here); now the handshake ends at its one deadline.
+TEST(SocketTest, ASlowHandshakeEndsAtOneDeadline) {
+  Result<Listener> l = Listener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  const int timeout_ms = 1000;
+  auto server = std::async(std::launch::async, [&] {
+    Result<Socket> s = l->Accept(5000);
+    if (!s.ok()) return s.status();
+    return ServerHandshake(*s, KeyOf(1), timeout_ms).status();
+  });
+  Result<Socket> c = Socket::Connect("127.0.0.1", l->port(), 2000);
+  ASSERT_TRUE(c.ok());
+  Hello hello;
+  std::vector<uint8_t> frame;
+  EncodeFrame(MsgType::kHello, hello, &frame);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread dribble([&] {
+    for (uint8_t b : frame) {
+      if (!c->SendAll(std::span(&b, 1)).ok()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(112));
+    }
+  });
+  Status st = server.get();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  c->Shutdown();
+  dribble.join();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.ToString();
+  EXPECT_LT(took, std::chrono::milliseconds(timeout_ms + 400)) << "the handshake outlived its deadline";
 }
 
 }  // namespace

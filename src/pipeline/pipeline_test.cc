@@ -363,3 +363,47 @@ TEST(PipelineTest, RefusesNonLoopbackWithoutKey) {
 
 }  // namespace
 }  // namespace tandem::pipeline
+
+namespace tandem::pipeline {
+namespace {
+
+// Connections beyond --max-connections are closed before a byte of theirs is read: 8 idle
+// connections against a worker allowing 4 leave 4 waiting in their handshakes and the rest
+// closed; once the idle ones go, the worker serves again (main before this change gave every
+// connection a thread and a buffer sized by whatever header it sent).
+TEST(PipelineTest, ConnectionsBeyondTheLimitAreClosedUnread) {
+  WorkerOptions o;
+  o.port = 0;
+  o.threads = 1;
+  o.max_connections = 4;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Worker>> w = Worker::Start(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::thread serve([&] { (*w)->Serve(); });
+  std::vector<net::Socket> idle;
+  int closed = 0;
+  for (int i = 0; i < 8; ++i) {
+    Result<net::Socket> s = net::Socket::Connect("127.0.0.1", (*w)->port(), 2000);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    uint8_t byte = 0;
+    // A connection over the limit is closed at once; one within it waits for its Hello.
+    if (!s->RecvAll(std::span(&byte, 1), 600).ok() && i >= 4) {
+      Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kProbe, std::nullopt, 500);
+      if (!info.ok()) ++closed;
+    }
+    idle.push_back(std::move(*s));
+  }
+  EXPECT_EQ(closed, 4) << "connections 5-8 should have been closed unread";
+  idle.clear();  // the 4 waiting handshakes fail at once
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Result<net::Socket> s = net::Socket::Connect("127.0.0.1", (*w)->port(), 2000);
+  ASSERT_TRUE(s.ok());
+  Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kProbe, std::nullopt, 2000);
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  s->Close();
+  (*w)->Stop();
+  serve.join();
+}
+
+}  // namespace
+}  // namespace tandem::pipeline

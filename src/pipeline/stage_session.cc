@@ -234,19 +234,25 @@ class StageSession::Impl {
         busy_ = true;
       }
       cv_.notify_all();
-      switch (t.kind) {
-        case MsgType::kLoadModel: {
-          Status st = Load(t.load);
-          if (!st.ok()) Fail(0, st);
-          break;
+      // No exception leaves the compute thread: one (an allocation refused) ends the session
+      // with the reason, and the worker goes on serving.
+      try {
+        switch (t.kind) {
+          case MsgType::kLoadModel: {
+            Status st = Load(t.load);
+            if (!st.ok()) Fail(0, st);
+            break;
+          }
+          case MsgType::kLinkNext: {
+            Status st = Link(t.link);
+            if (!st.ok()) Fail(0, st);
+            break;
+          }
+          default:
+            RunForward(t.forward);
         }
-        case MsgType::kLinkNext: {
-          Status st = Link(t.link);
-          if (!st.ok()) Fail(0, st);
-          break;
-        }
-        default:
-          RunForward(t.forward);
+      } catch (const std::exception& e) {
+        Fail(t.kind == MsgType::kForward ? t.forward.request : 0, Status::Internal(std::string("worker: ") + e.what()));
       }
       {
         std::lock_guard<std::mutex> lock(mu_);

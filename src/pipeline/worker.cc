@@ -28,6 +28,7 @@ struct Worker::Impl {
   };
   std::vector<Pending> pending;
   std::atomic<uint64_t> serial{0};
+  uint64_t refused_connections = 0;  // over --max-connections (Serve's thread only)
 
   void Log(const std::string& line) const {
     if (o.log) {
@@ -164,6 +165,16 @@ void Worker::Serve(const std::atomic<bool>* stop_flag) {
     if (!s.ok()) {
       if (s.status().code() != Code::kNotFound) w.Log("accept failed: " + s.status().message());
       continue;
+    }
+    // Each connection's handshake runs on its own thread until it becomes a session, an attached
+    // stage or a probe; beyond the limit new connections are closed at once, before any byte of
+    // theirs is read, so a flood of idle connections costs neither threads nor memory.
+    if (static_cast<int>(w.pending.size()) >= w.o.max_connections) {
+      if (w.refused_connections++ % 100 == 0) {
+        w.Log("refusing connection from " + s->PeerName() + ": " + std::to_string(w.pending.size()) +
+              " connections open (--max-connections " + std::to_string(w.o.max_connections) + ")");
+      }
+      continue;  // the socket closes here
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
     w.pending.push_back({std::thread([&w, done, sock = std::move(*s)]() mutable {

@@ -53,7 +53,10 @@ struct WorkerOptions {
   std::function<void(const std::string&)> log;  // one line per event (default: stderr)
   int ping_interval_ms = 500;
   int link_dead_ms = 2500;         // the next stage silent this long: report it
-  int main_node_dead_ms = 10000;  // the main node silent this long: free the session
+  int main_node_dead_ms = 10000;   // the main node silent this long: free the session
+  // Connections served at once (handshakes, the session, attached stages, probes); more are
+  // closed unread.
+  int max_connections = 16;
 };
 
 class Worker {

@@ -8,7 +8,7 @@
 namespace tandem::sampling {
 namespace {
 
-Status Bad(const char* name, double value, const char* rule) {
+Status Bad(const char* name, double value, const std::string& rule) {
   return Status::InvalidArgument("sampler: " + std::string(name) + " = " + std::to_string(value) +
                                  " (must be " + rule + ")");
 }
@@ -20,7 +20,9 @@ Status Validate(const SamplerParams& p) {
   if (p.top_k < 0) return Bad("top_k", p.top_k, ">= 0");
   if (!(p.top_p > 0 && p.top_p <= 1)) return Bad("top_p", p.top_p, "in (0, 1]");
   if (!(p.min_p >= 0 && p.min_p <= 1)) return Bad("min_p", p.min_p, "in [0, 1]");
-  if (p.repeat_last_n < 0) return Bad("repeat_last_n", p.repeat_last_n, ">= 0");
+  if (p.repeat_last_n < 0 || p.repeat_last_n > kMaxRepeatLastN) {
+    return Bad("repeat_last_n", p.repeat_last_n, "in [0, " + std::to_string(kMaxRepeatLastN) + "]");
+  }
   if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0) {
     return Bad("repeat_penalty", p.repeat_penalty, "> 0");
   }

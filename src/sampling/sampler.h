@@ -40,6 +40,8 @@ struct SamplerParams {
   std::vector<int32_t> banned;
 };
 inline constexpr size_t kMaxBannedTokens = 256;
+// The largest penalty window (llama.cpp's -1, the whole context, is given as the context size).
+inline constexpr int kMaxRepeatLastN = 1 << 16;
 
 class Sampler {
  public:
