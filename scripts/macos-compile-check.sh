@@ -18,6 +18,9 @@ if [[ ! -x "$zig" ]]; then
   echo "macos-compile-check: installing $zig_pkg from the npm registry"
   npm install --no-audit --no-fund --loglevel=error --prefix "$dir/zig" "$zig_pkg"
 fi
+# Zig keeps the macOS libc++ it builds on first use (about a minute) in this cache, inside the
+# build folder so that a fresh clone measures and behaves as CI does.
+export ZIG_GLOBAL_CACHE_DIR="$dir/zig-cache"
 "$zig" version > /dev/null
 
 # Compiler wrappers: zig's clang for the macOS target. Zig reads -march as a CPU name, so the
