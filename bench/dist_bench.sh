@@ -16,7 +16,7 @@ trap cleanup EXIT
 
 start_worker() {  # NAME [taskset args...] -> sets port_NAME
   local name=$1; shift
-  "$@" "$bin" worker --port 0 -t "${WT:-2}" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  "$@" "$bin" worker --port 0 -t "${WT:-2}" -m "$model" >"$tmp/$name.out" 2>"$tmp/$name.err" &
   pids+=($!)
   for _ in $(seq 200); do grep -q "listening on" "$tmp/$name.out" 2>/dev/null && break; sleep 0.05; done
   local port

@@ -19,5 +19,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+# Compile checks only: CMake's probes build static libraries instead of linking executables, so
+# zig never builds a macOS libc++ (nothing here is linked anyway).
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
 # Passed on to try_compile projects (compiler checks, FindThreads).
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES TANDEM_ZIG_WRAPPERS TANDEM_MACOS_DEPS)

@@ -255,7 +255,7 @@ TEST(DistCliTest, WorkerPortFlagProbeAndDryRun) {
     ASSERT_TRUE(l.ok());
     port = l->port();
   }
-  Process w({"worker", "-p", std::to_string(port), "-t", "1", "--auth-key-file", key});
+  Process w({"worker", "-p", std::to_string(port), "-t", "1", "--auth-key-file", key, "--allow-main-path"});
   ASSERT_TRUE(w.WaitForOutput("listening on 127.0.0.1:" + std::to_string(port), 30)) << w.out() << w.err();
 
   RunResult probe = RunTandem({"probe", Addr(port), "--auth-key-file", key, "--pings", "5"});
@@ -283,6 +283,27 @@ TEST(DistCliTest, WorkerPortFlagProbeAndDryRun) {
   EXPECT_EQ(real.code, 0) << real.err;
   std::remove(key.c_str());
   std::remove(wrong.c_str());
+}
+
+// A main node may only use the models a worker was told about: without --allow-main-path the
+// path it names for its own copy is not opened (main before this change opened any path a main
+// node named), and the refusal does not read back the worker's --models-dir listing (it did).
+TEST(DistCliTest, AMainNodeCannotMakeAWorkerOpenOtherPaths) {
+  const std::string model = ModelPath("tiny-q4_k_m.gguf"), other = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  const std::string dir = ::testing::TempDir() + "tandem_models." + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(other, dir + "/private-notes.gguf");
+  Process w({"worker", "--port", "0", "-t", "1", "--models-dir", dir});
+  ASSERT_TRUE(w.WaitForOutput("listening on", 30)) << w.err();
+  const std::string o = w.out();
+  const int port = std::stoi(o.substr(o.find("127.0.0.1:") + 10));
+  RunResult r = RunTandem({"logits", "-m", model, "-p", "Hello", "--greedy", "1", "--worker", Addr(port)});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has no copy of tiny-q4_k_m.gguf"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("private-notes"), std::string::npos) << "the worker's files were read back: " << r.err;
+  EXPECT_NE(w.err().find("private-notes"), std::string::npos) << "the worker's own log says what it tried";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DistCliTest, WorkerRefusesAPublicAddressWithoutAKey) {

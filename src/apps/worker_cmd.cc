@@ -35,8 +35,10 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
   cmd->add_option("--cache-dir", a->o.cache_dir,
                   "Keep weights received from the main node here (content-verified), so the next "
                   "start moves none");
-  cmd->add_flag("--no-main-path{false}", a->o.use_main_path,
-                "Never open the main node's own path, even when it exists on this machine");
+  cmd->add_flag("--allow-main-path", a->o.use_main_path,
+                "Also open the path the main node names for its copy (same-machine tests and benchmarks); "
+                "without it a main node can only use the models given by -m, --models-dir and --cache-dir");
+  cmd->add_flag("--no-main-path{false}", a->o.use_main_path, "The default: see --allow-main-path");
   cmd->add_option("--auth-key-file", a->key_file, "Pre-shared key file (the same on every node)");
   cmd->add_flag("--insecure", a->o.insecure, "Allow a non-loopback address without a key");
   cmd->add_option("--max-connections", a->o.max_connections,

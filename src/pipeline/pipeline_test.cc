@@ -387,7 +387,7 @@ TEST(PipelineTest, ConnectionsBeyondTheLimitAreClosedUnread) {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     uint8_t byte = 0;
     // A connection over the limit is closed at once; one within it waits for its Hello.
-    if (!s->RecvAll(std::span(&byte, 1), 600).ok() && i >= 4) {
+    if (!s->RecvAll(std::span(&byte, 1), 250).ok() && i >= 4) {
       Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kProbe, std::nullopt, 500);
       if (!info.ok()) ++closed;
     }

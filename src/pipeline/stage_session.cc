@@ -301,9 +301,12 @@ class StageSession::Impl {
       return path;
     }
     if (o_.cache_dir.empty()) {
-      return Status::NotFound(path.status().message() +
-                              "\n(start the worker with --cache-dir DIR to receive the weights from "
-                              "the main node once, or copy " + m.model_name + " here and give -m)");
+      // What was tried (paths, a listing of --models-dir) stays in this worker's log; the main
+      // node learns only that there is no copy.
+      Log(path.status().message());
+      return Status::NotFound("this worker has no copy of " + m.model_name + " (size " + std::to_string(want.file_size) +
+                              ", header digest " + want.Hex() + "); give it -m FILE or --models-dir DIR, or "
+                              "--cache-dir DIR to receive the weights from the main node once");
     }
     modelstore::WeightCache cache(o_.cache_dir);
     if (Result<std::string> cached = cache.Find(want, m.layer_begin, m.layer_end, m.last_stage); cached.ok()) {

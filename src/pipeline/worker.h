@@ -2,10 +2,11 @@
 //
 // It listens for connections (default port 50052). Every connection starts with the
 // authenticated handshake (net/auth.h); the worker then reports its protocol version, CPU
-// features, threads, free memory and a measured matrix-vector speed. A main node (the main
-// node) owns one session at a time: it loads a contiguous layer range of a model from a local
-// GGUF copy (-m, --models-dir, or the main node's own path when it is on this machine), links
-// the worker to the next stage, and then sends Forward frames. A second main node is refused
+// features, threads, free memory and a measured matrix-vector speed. A main node owns one
+// session at a time (pipeline/stage_session.h): it loads a contiguous layer range of a model
+// from a local GGUF copy (-m, --models-dir, its weight cache; the main node's own path only with
+// --allow-main-path), links the worker to the next stage, and then sends Forward frames. A
+// second main node is refused
 // with a clear reason while a session runs. An upstream stage attaches to the running session
 // and feeds it Forward frames directly, so activations go stage to stage.
 //
@@ -47,7 +48,10 @@ struct WorkerOptions {
   std::string model_path;      // local copy of the model (-m)
   std::string models_dir;      // where to look for a copy by content
   std::string cache_dir;       // weights received from a main node, kept for the next start
-  bool use_main_path = true;   // also try the main node's own path (same machine)
+  // Also open the path the main node names for its own copy (useful when both run on one
+  // machine). Off by default: a main node may then only name models this worker was told about
+  // (-m, --models-dir, its cache), never probe other paths on its disk.
+  bool use_main_path = false;
   std::optional<net::Key> key;
   bool insecure = false;       // allow a non-loopback address without a key
   std::function<void(const std::string&)> log;  // one line per event (default: stderr)
