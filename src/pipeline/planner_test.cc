@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "model/layout.h"
+
 namespace tandem::pipeline {
 namespace {
 
@@ -77,6 +81,41 @@ TEST(PlannerTest, MoreNodesThanLayersIsAnError) {
   Result<std::vector<double>> v = ParseTensorSplit("3,1.5");
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->size(), 2u);
+}
+
+}  // namespace
+}  // namespace tandem::pipeline
+
+namespace tandem::pipeline {
+namespace {
+
+// The plan's KV bytes follow the cache types (main before this change counted F16 for -ctk q8_0
+// too), and its stages' weights add up to the file's tensors, shared ones counted on each stage.
+TEST(PlannerTest, FootprintFollowsTheCacheTypesAndTheLayout) {
+  const auto path = std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/tiny-q4_k_m.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared reference model at " << path;
+  Result<gguf::GgufFile> f = gguf::GgufFile::Open(path.string());
+  ASSERT_TRUE(f.ok());
+  Result<model::ModelParams> p = model::ReadParams(*f);
+  ASSERT_TRUE(p.ok());
+  const ModelFootprint f16 = Footprint(*f, *p, 256);
+  const ModelFootprint q8 = Footprint(*f, *p, 256, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0);
+  EXPECT_EQ(f16.kv_bytes_per_layer,
+            model::KvCacheBytes(*p, 256, 1, quant::TensorType::kF16, quant::TensorType::kF16));
+  EXPECT_EQ(q8.kv_bytes_per_layer,
+            model::KvCacheBytes(*p, 256, 1, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0));
+  EXPECT_LT(q8.kv_bytes_per_layer * 10, f16.kv_bytes_per_layer * 6);  // 34/64 of F16
+  Result<Plan> plan = MakePlan(q8, {{"main", 1ull << 40}, {"w", 1ull << 40}}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  uint64_t weights = 0;
+  for (const PlannedStage& s : plan->stages) {
+    EXPECT_EQ(s.kv_bytes, q8.kv_bytes_per_layer * (s.layer_end - s.layer_begin));
+    weights += s.weight_bytes;
+    const model::StageTensors t = model::TensorsOfStage(*f, s.layer_begin, s.layer_end, s.node == 0,
+                                                        s.layer_end == p->n_layer);
+    EXPECT_EQ(s.weight_bytes, t.bytes) << "stage " << s.node;
+  }
+  EXPECT_GE(weights, model::TensorsOfStage(*f, 0, p->n_layer, true, true).bytes);
 }
 
 }  // namespace
