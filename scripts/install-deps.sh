@@ -12,7 +12,8 @@ packages=(
   libbenchmark-dev            # benchmarks
   tmux                        # drives `tandem chat` like a person in the tests
   libicu-dev                  # Unicode categories and regexes for the tokenizers
-  libsodium-dev               # worker authentication (HMAC-SHA256) and content hashes (BLAKE2b)
+  libsodium-dev               # the handshake (X25519, HMAC-SHA256) and sealed frames (ChaCha20-Poly1305)
+  librust-blake3-dev          # BLAKE3 C sources (Debian 12 has no C library package): model digests
   iproute2                    # network namespaces for multi-host tests
   g++-aarch64-linux-gnu qemu-user  # ARM64 cross build, its tests run under qemu-aarch64
 )

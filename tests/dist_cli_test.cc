@@ -198,13 +198,45 @@ TEST(DistCliTest, WorkerSurvivesGarbageThenServesARealClient) {
   EXPECT_NE(w->err().find("rejected connection"), std::string::npos) << w->err();
 }
 
+// `tandem keygen` writes 32 random bytes readable by the owner only and never replaces a file; a
+// key file shorter than 32 bytes (a passphrase, attackable offline from one recorded handshake)
+// is refused with how to make a good one; the generated key works end to end.
+TEST(DistCliTest, KeygenMakesAPrivateKeyAndShortKeysAreRefused) {
+  const std::string model = ModelPath("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  const std::string dir = ::testing::TempDir();
+  const std::string key = dir + "tandem_keygen." + std::to_string(getpid()), weak = key + ".weak";
+  std::remove(key.c_str());
+  RunResult made = RunTandem({"keygen", "-o", key});
+  ASSERT_EQ(made.code, 0) << made.err;
+  EXPECT_EQ(std::filesystem::status(key).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_GE(std::filesystem::file_size(key), 44u);  // base64 of 32 bytes and a newline
+  RunResult again = RunTandem({"keygen", "-o", key});
+  EXPECT_EQ(again.code, 1);
+  EXPECT_NE(again.err.find("never replaced"), std::string::npos) << again.err;
+
+  std::ofstream(weak) << "hunter2hunter2hunter2\n";
+  RunResult refused = RunTandem({"worker", "-p", "0", "--auth-key-file", weak});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("tandem keygen"), std::string::npos) << refused.err;
+
+  int port = 0;
+  auto w = StartWorker({"--auth-key-file", key}, &port);
+  ASSERT_NE(port, 0) << w->err();
+  RunResult good = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port), "--auth-key-file", key});
+  EXPECT_EQ(good.code, 0) << good.err;
+  std::remove(key.c_str());
+  std::remove(weak.c_str());
+}
+
 TEST(DistCliTest, WrongKeyIsRefusedAndTheRightKeyWorks) {
   const std::string model = ModelPath("stories260K.gguf");
   TANDEM_REQUIRE_SHARED(model);
   const std::string dir = ::testing::TempDir();
   const std::string k1 = dir + "tandem_key1." + std::to_string(getpid()), k2 = dir + "tandem_key2." + std::to_string(getpid());
-  std::ofstream(k1) << "correct horse battery staple 1\n";
-  std::ofstream(k2) << "correct horse battery staple 2\n";
+  std::ofstream(k1) << "correct horse battery staple 1 of 32+ bytes\n";
+  std::ofstream(k2) << "correct horse battery staple 2 of 32+ bytes\n";
   int port = 0;
   auto w = StartWorker({"--auth-key-file", k1}, &port);
   ASSERT_NE(port, 0) << w->err();

@@ -18,6 +18,7 @@ void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterChat(CLI::App& app, int* exit_code);
 void RegisterWorker(CLI::App& app, int* exit_code);
 void RegisterProbe(CLI::App& app, int* exit_code);
+void RegisterKeygen(CLI::App& app, int* exit_code);
 
 // Prints "tandem: error: <message>" as one line on stderr and returns 1.
 int ReportError(const std::string& message);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tandem::apps::RegisterChat(app, &exit_code);
   tandem::apps::RegisterWorker(app, &exit_code);
   tandem::apps::RegisterProbe(app, &exit_code);
+  tandem::apps::RegisterKeygen(app, &exit_code);
   std::vector<const char*> args(argv, argv + argc);
   tandem::apps::RewriteShortFlags(args);  // -fa, -ctk, -ctv, -ub, -ts
   try {

@@ -1,6 +1,7 @@
 // `tandem probe HOST[:PORT]`: is a worker reachable, does it accept our key (and prove it knows
 // it), what does it report, and how long is a round trip to it. Exit status 1 when it is not
 // usable. No session is opened: a busy worker can be probed too.
+// `tandem keygen -o FILE`: a new pre-shared key file for --auth-key-file.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -73,6 +74,21 @@ void RegisterProbe(CLI::App& app, int* exit_code) {
     for (const std::string& w : a->workers) {
       if (Status st = Probe(w, a->key_file, a->pings, a->timeout_ms); !st.ok()) *exit_code = ReportError(st.ToString());
     }
+  });
+}
+
+void RegisterKeygen(CLI::App& app, int* exit_code) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "keygen", "Write a new key file for --auth-key-file (32 random bytes, readable by you only); copy it to every node");
+  cmd->add_option("-o,--output", *path, "Where to write it (an existing file is never replaced)")->required();
+  cmd->callback([path, exit_code] {
+    if (Status st = net::WriteNewKeyFile(*path); !st.ok()) {
+      *exit_code = ReportError(st.ToString());
+      return;
+    }
+    std::printf("wrote a new key to %s; copy it to every worker and pass --auth-key-file %s everywhere\n", path->c_str(),
+                path->c_str());
   });
 }
 

@@ -116,6 +116,7 @@ std::string_view MsgTypeName(uint16_t type) {
     case MsgType::kError: return "Error";
     case MsgType::kPing: return "Ping";
     case MsgType::kPong: return "Pong";
+    case MsgType::kSealed: return "Sealed";
   }
   return "unknown";
 }
@@ -132,10 +133,11 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes
     return Status::Corruption("frame of unknown message type " + std::to_string(h.type));
   }
   if (reserved != 0) return Status::Corruption("frame header reserved field is not 0");
-  if (h.payload_bytes > kMaxPayloadBytes) {
+  const uint64_t limit = kMaxPayloadBytes + (h.type == static_cast<uint16_t>(MsgType::kSealed) ? kSealOverheadBytes : 0);
+  if (h.payload_bytes > limit) {
     return Status::Corruption(std::string(MsgTypeName(h.type)) + " frame of " +
                               std::to_string(h.payload_bytes) + " bytes exceeds the limit of " +
-                              std::to_string(kMaxPayloadBytes));
+                              std::to_string(limit));
   }
   return h;
 }
@@ -145,6 +147,7 @@ void Hello::Encode(Writer& w) const {
   w.U16(version);
   w.U8(static_cast<uint8_t>(role));
   w.Bytes(nonce.data(), nonce.size());
+  w.Bytes(ephemeral.data(), ephemeral.size());
 }
 Result<Hello> Hello::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "Hello");
@@ -157,6 +160,7 @@ Result<Hello> Hello::Decode(std::span<const uint8_t> payload) {
   p.Check(role >= 1 && role <= 3, "role", "is " + std::to_string(role) + ", not 1, 2 or 3");
   m.role = static_cast<Role>(role);
   p.Fixed(m.nonce.data(), m.nonce.size(), "nonce");
+  p.Fixed(m.ephemeral.data(), m.ephemeral.size(), "ephemeral");
   return Finish(p, m);
 }
 
@@ -164,6 +168,7 @@ void Challenge::Encode(Writer& w) const {
   w.U16(version);
   w.U8(auth_required ? 1 : 0);
   w.Bytes(nonce.data(), nonce.size());
+  w.Bytes(ephemeral.data(), ephemeral.size());
 }
 Result<Challenge> Challenge::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "Challenge");
@@ -171,6 +176,7 @@ Result<Challenge> Challenge::Decode(std::span<const uint8_t> payload) {
   p.Get(&m.version, "version");
   p.Bool(&m.auth_required, "auth_required");
   p.Fixed(m.nonce.data(), m.nonce.size(), "nonce");
+  p.Fixed(m.ephemeral.data(), m.ephemeral.size(), "ephemeral");
   return Finish(p, m);
 }
 
@@ -184,12 +190,15 @@ Result<Auth> Auth::Decode(std::span<const uint8_t> payload) {
 
 void Welcome::Encode(Writer& w) const {
   w.Bytes(proof.data(), proof.size());
-  w.Str(info.name);
-  w.Str(info.cpu_features);
-  w.U32(info.threads);
-  w.U64(info.free_memory);
-  w.F32(info.matvec_gbps);
-  w.U8(info.busy ? 1 : 0);
+  info.Encode(w);
+}
+void WorkerInfo::Encode(Writer& w) const {
+  w.Str(name);
+  w.Str(cpu_features);
+  w.U32(threads);
+  w.U64(free_memory);
+  w.F32(matvec_gbps);
+  w.U8(busy ? 1 : 0);
 }
 Result<Welcome> Welcome::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "Welcome");
@@ -219,6 +228,8 @@ void LoadModel::Encode(Writer& w) const {
   w.Str(model_path);
   w.U64(file_size);
   w.Bytes(header_digest.data(), header_digest.size());
+  w.U32(static_cast<uint32_t>(tensor_digests.size()));
+  for (const Digest& d : tensor_digests) w.Bytes(d.data(), d.size());
   w.U32(layer_begin);
   w.U32(layer_end);
   w.U32(n_ctx);
@@ -237,6 +248,11 @@ Result<LoadModel> LoadModel::Decode(std::span<const uint8_t> payload) {
   p.Str(&m.model_path, "model_path");
   p.Get(&m.file_size, "file_size");
   p.Fixed(m.header_digest.data(), m.header_digest.size(), "header_digest");
+  uint32_t nt = 0;
+  p.Get(&nt, "tensor_digests");
+  p.Check(nt > 0 && nt <= kMaxTensors, "tensor_digests",
+          "has " + std::to_string(nt) + " entries (1 to " + std::to_string(kMaxTensors) + ")");
+  p.Array(&m.tensor_digests, nt, "tensor_digests");
   p.Get(&m.layer_begin, "layer_begin");
   p.Get(&m.layer_end, "layer_end");
   p.Check(m.layer_begin < m.layer_end && m.layer_end <= 4096, "layer range",
@@ -303,12 +319,10 @@ Result<WeightsChunk> WeightsChunk::Decode(std::span<const uint8_t> payload) {
   return Finish(p, std::move(m));
 }
 
-void WeightsDone::Encode(Writer& w) const { w.Bytes(digest.data(), digest.size()); }
+void WeightsDone::Encode(Writer&) const {}
 Result<WeightsDone> WeightsDone::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "WeightsDone");
-  WeightsDone m;
-  p.Fixed(m.digest.data(), m.digest.size(), "digest");
-  return Finish(p, m);
+  return Finish(p, WeightsDone{});
 }
 
 void LinkNext::Encode(Writer& w) const {
@@ -501,6 +515,8 @@ Status ValidatePayload(uint16_t type, std::span<const uint8_t> b) {
     case MsgType::kPing:
     case MsgType::kPong: return Ping::Decode(b).status();
     case MsgType::kWeightsChunk: return WeightsChunk::Decode(b).status();
+    case MsgType::kSealed:  // opaque here: net/socket.h opens it
+      return b.size() >= kSealOverheadBytes ? Status::Ok() : Status::Corruption("Sealed frame shorter than its overhead");
     case MsgType::kWeightsDone: return WeightsDone::Decode(b).status();
     case MsgType::kLinked:
     case MsgType::kNeedWeights:

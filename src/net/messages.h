@@ -52,12 +52,14 @@ struct Empty {
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Mac = std::array<uint8_t, kMacBytes>;
 using Digest = std::array<uint8_t, kDigestBytes>;
+using PublicKey = std::array<uint8_t, kPublicKeyBytes>;
 
 struct Hello {
   uint32_t magic = kMagic;
   uint16_t version = kProtocolVersion;
   Role role = Role::kMainNode;
   Nonce nonce{};
+  PublicKey ephemeral{};  // the client's X25519 key for this connection only
   void Encode(Writer& w) const;
   static Result<Hello> Decode(std::span<const uint8_t> payload);
 };
@@ -66,6 +68,7 @@ struct Challenge {
   uint16_t version = kProtocolVersion;
   bool auth_required = false;
   Nonce nonce{};
+  PublicKey ephemeral{};  // the worker's X25519 key for this connection only
   void Encode(Writer& w) const;
   static Result<Challenge> Decode(std::span<const uint8_t> payload);
 };
@@ -84,10 +87,11 @@ struct WorkerInfo {
   uint64_t free_memory = 0;  // bytes the worker may use for weights and KV cache
   float matvec_gbps = 0;     // measured Q4_K matrix-vector speed, GB/s of weights
   bool busy = false;         // serving a main node now (set per connection; a probe reads it)
+  void Encode(Writer& w) const;  // the bytes Welcome carries after the proof
 };
 
 struct Welcome {
-  Mac proof{};  // the worker's proof that it knows the key too (zeros without a key)
+  Mac proof{};  // the worker's proof: the key, the handshake so far and `info` (zeros without a key)
   WorkerInfo info;
   void Encode(Writer& w) const;
   static Result<Welcome> Decode(std::span<const uint8_t> payload);
@@ -106,7 +110,8 @@ struct LoadModel {
   std::string model_name;     // file name on the main node, a hint for --models-dir
   std::string model_path;     // path on the main node, tried last (same file system)
   uint64_t file_size = 0;
-  Digest header_digest{};     // BLAKE2b-256 of the GGUF bytes before the tensor data
+  Digest header_digest{};     // BLAKE3-256 of the GGUF bytes before the tensor data
+  std::vector<Digest> tensor_digests;  // BLAKE3-256 of each tensor, in tensor-table order
   uint32_t layer_begin = 0, layer_end = 0;
   uint32_t n_ctx = 0;
   KvType cache_k = KvType::kF16, cache_v = KvType::kF16;
@@ -142,7 +147,7 @@ struct WeightsChunk {
 };
 
 struct WeightsDone {
-  Digest digest{};  // BLAKE2b-256 of every byte sent, in order
+  // Nothing: the worker checks what it received against LoadModel's tensor digests.
   void Encode(Writer& w) const;
   static Result<WeightsDone> Decode(std::span<const uint8_t> payload);
 };

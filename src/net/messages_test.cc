@@ -79,9 +79,13 @@ TEST(MessagesTest, HandshakeAndControlRoundTrip) {
   l.n_ctx = 512;
   l.cache_v = KvType::kQ8_0;
   l.use_mmap = true;
+  l.tensor_digests.resize(3);
+  l.tensor_digests[2].fill(7);
   Result<LoadModel> l2 = LoadModel::Decode(PayloadOf(l));
   ASSERT_TRUE(l2.ok()) << l2.status().ToString();
   EXPECT_EQ(l2->layer_end, 9u);
+  ASSERT_EQ(l2->tensor_digests.size(), 3u);
+  EXPECT_EQ(l2->tensor_digests[2], l.tensor_digests[2]);
   EXPECT_EQ(l2->cache_v, KvType::kQ8_0);
   EXPECT_TRUE(l2->use_mmap);
   EXPECT_FALSE(l2->last_stage);
@@ -133,6 +137,11 @@ TEST(MessagesTest, RejectsOutOfRangeFields) {
   l.layer_begin = 5;
   l.layer_end = 5;
   l.n_ctx = 8;
+  l.tensor_digests.resize(1);
+  EXPECT_FALSE(LoadModel::Decode(PayloadOf(l)).ok());
+  l.layer_end = 6;
+  EXPECT_TRUE(LoadModel::Decode(PayloadOf(l)).ok());
+  l.tensor_digests.clear();  // a model without digests cannot be checked
   EXPECT_FALSE(LoadModel::Decode(PayloadOf(l)).ok());
 
   Hello h;

@@ -18,7 +18,7 @@
 namespace tandem::net {
 
 inline constexpr uint32_t kMagic = 0x4D444E54;  // "TNDM" as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr uint16_t kDefaultPort = 50052;  // as llama.cpp's rpc-server
 
 inline constexpr size_t kFrameHeaderBytes = 8;
@@ -32,9 +32,14 @@ inline constexpr uint32_t kMaxVocab = 1u << 20;
 inline constexpr uint32_t kMaxHistoryTokens = 1u << 16;
 inline constexpr uint32_t kMaxBannedTokens = 256;
 inline constexpr uint32_t kMaxChunkBytes = 8u << 20;
+inline constexpr uint32_t kMaxTensors = 1u << 16;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kDigestBytes = 32;
+inline constexpr size_t kPublicKeyBytes = 32;  // X25519
+inline constexpr size_t kSealTagBytes = 16;    // ChaCha20-Poly1305
+// A sealed frame's payload: the sealed inner header and payload, then the tag.
+inline constexpr size_t kSealOverheadBytes = kFrameHeaderBytes + kSealTagBytes;
 
 enum class MsgType : uint16_t {
   // Handshake (every connection).
@@ -61,6 +66,9 @@ enum class MsgType : uint16_t {
   // Liveness.
   kPing = 48,
   kPong = 49,
+  // After a handshake with a key, every frame in both directions travels inside one of these
+  // (see net/socket.h): its payload is another frame, encrypted and authenticated.
+  kSealed = 64,
 };
 
 // Name for logs and errors; "unknown" for ids not in MsgType.

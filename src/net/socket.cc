@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -38,13 +40,66 @@ int Left(bool has_deadline, Clock::time_point deadline) {
 
 }  // namespace
 
+// The sealing state of a socket: per direction, its key and the number of the next frame.
+struct Socket::Sealing {
+  std::array<uint8_t, 32> send_key{}, receive_key{};
+  uint64_t sent = 0, received = 0;
+  std::vector<uint8_t> out;  // the sealed frame being sent
+  ~Sealing() {
+    sodium_memzero(send_key.data(), send_key.size());
+    sodium_memzero(receive_key.data(), receive_key.size());
+  }
+};
+
+namespace {
+
+std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES> FrameNonce(uint64_t n) {
+  std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES> nonce{};
+  for (int i = 0; i < 8; ++i) nonce[i] = static_cast<uint8_t>(n >> (8 * i));
+  return nonce;
+}
+
+}  // namespace
+
+static_assert(crypto_aead_chacha20poly1305_IETF_ABYTES == kSealTagBytes);
+static_assert(crypto_aead_chacha20poly1305_IETF_KEYBYTES == 32);
+
+Socket::Socket() = default;
+Socket::Socket(int fd) : fd_(fd) {}
+Socket::Socket(Socket&& o) noexcept : fd_(o.fd_), seal_(std::move(o.seal_)) { o.fd_ = -1; }
+Socket::~Socket() { Close(); }
+
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     Close();
     fd_ = o.fd_;
     o.fd_ = -1;
+    seal_ = std::move(o.seal_);
   }
   return *this;
+}
+
+void Socket::EnableSealing(const SessionKeys& keys) {
+  seal_ = std::make_unique<Sealing>();
+  seal_->send_key = keys.send;
+  seal_->receive_key = keys.receive;
+}
+
+Status Socket::SendFrame(std::span<const uint8_t> frame) {
+  if (!seal_) return SendAll(frame);
+  Sealing& z = *seal_;
+  const size_t n = frame.size();
+  z.out.resize(kFrameHeaderBytes + n + kSealTagBytes);
+  const uint32_t len = static_cast<uint32_t>(n + kSealTagBytes);
+  const uint16_t type = static_cast<uint16_t>(MsgType::kSealed), reserved = 0;
+  std::memcpy(z.out.data(), &len, 4);
+  std::memcpy(z.out.data() + 4, &type, 2);
+  std::memcpy(z.out.data() + 6, &reserved, 2);
+  const auto nonce = FrameNonce(z.sent++);
+  crypto_aead_chacha20poly1305_ietf_encrypt_detached(z.out.data() + kFrameHeaderBytes, z.out.data() + kFrameHeaderBytes + n,
+                                                     nullptr, frame.data(), n, z.out.data(), kFrameHeaderBytes, nullptr,
+                                                     nonce.data(), z.send_key.data());
+  return SendAll(z.out);
 }
 
 void Socket::Close() {
@@ -241,6 +296,35 @@ Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int t
   std::array<uint8_t, kFrameHeaderBytes> hb;
   TANDEM_RETURN_IF_ERROR(s.RecvAll(hb, timeout_ms));
   TANDEM_ASSIGN_OR_RETURN(*h, DecodeFrameHeader(hb));
+  if (s.seal_) {
+    Socket::Sealing& z = *s.seal_;
+    if (h->type != static_cast<uint16_t>(MsgType::kSealed)) {
+      return Status::Corruption("an unsealed " + std::string(MsgTypeName(h->type)) + " frame arrived on a sealed connection");
+    }
+    if (h->payload_bytes < kSealOverheadBytes || h->payload_bytes - kSealOverheadBytes > max_payload) {
+      return Status::Corruption("Sealed frame of " + std::to_string(h->payload_bytes) + " bytes where " +
+                                std::to_string(kSealOverheadBytes) + " to " + std::to_string(max_payload + kSealOverheadBytes) +
+                                " are allowed");
+    }
+    payload->resize(h->payload_bytes);
+    TANDEM_RETURN_IF_ERROR(s.RecvAll(*payload, timeout_ms < 0 ? -1 : Left(true, deadline)));
+    const size_t n = payload->size() - kSealTagBytes;
+    const auto nonce = FrameNonce(z.received);
+    if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(payload->data(), nullptr, payload->data(), n, payload->data() + n,
+                                                           hb.data(), hb.size(), nonce.data(), z.receive_key.data()) != 0) {
+      return Status::Corruption("sealed frame " + std::to_string(z.received) +
+                                " failed authentication: it was changed, dropped, replayed or reordered on the way, "
+                                "or did not come from the peer");
+    }
+    ++z.received;
+    TANDEM_ASSIGN_OR_RETURN(*h, DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(payload->data(), kFrameHeaderBytes)));
+    if (h->payload_bytes != n - kFrameHeaderBytes || h->type == static_cast<uint16_t>(MsgType::kSealed)) {
+      return Status::Corruption("a sealed frame's inner header does not match its size");
+    }
+    payload->erase(payload->begin(), payload->begin() + kFrameHeaderBytes);
+    payload->resize(h->payload_bytes);
+    return Status::Ok();
+  }
   // Checked before anything is allocated for it: a peer that has not authenticated yet cannot
   // make this side reserve more than the message it may send.
   if (h->payload_bytes > max_payload) {
@@ -302,7 +386,7 @@ void Connection::SendFrame(std::vector<uint8_t> frame) {
       // heartbeat's Close() wakes it.
       sending_ = true;
       lock.unlock();
-      Status st = sock_.SendAll(frame);
+      Status st = sock_.SendFrame(frame);
       lock.lock();
       sending_ = false;
       cv_.notify_all();
@@ -370,7 +454,7 @@ void Connection::SenderLoop() {
       queued_bytes_ -= frame.size();
       sending_ = true;
     }
-    Status st = sock_.SendAll(frame);
+    Status st = sock_.SendFrame(frame);
     {
       std::lock_guard<std::mutex> lock(mu_);
       sending_ = false;

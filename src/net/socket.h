@@ -11,13 +11,28 @@
 // calls on_frame for each frame and on_close once, with the reason, when the socket fails, the
 // peer closes, a frame is malformed or Close() is called. Both threads sleep while idle.
 //
+// Sealing: after a handshake with a key (net/auth.h) both sides call EnableSealing with the
+// session keys it agreed. From then on every frame this socket sends (SendFrame, WriteMessage,
+// Connection) travels as a Sealed frame and every frame it reads must be one:
+//
+//   outer header  {u32 8 + n + 16, u16 Sealed, u16 0}           (the AEAD's associated data)
+//   ciphertext    of the inner frame: its 8-byte header and n payload bytes
+//   tag           16 bytes (ChaCha20-Poly1305, IETF)
+//
+// with a separate key per direction and the frame's number in its direction (0, 1, 2, ...) as the
+// nonce, so a changed, dropped, replayed, reordered or injected frame fails to open and the
+// connection ends with that error.
+//
 // Why not Asio: its synchronous API has no timeouts, and two blocking threads per connection
 // are all tandem needs (a handful of connections per process); the POSIX layer is ~200 lines.
 //
-// Thread safety: Socket/Listener: one thread at a time. Connection: Send(), Close() and the
+// Thread safety: Socket/Listener: one thread at a time, except that one thread may send (SendAll,
+// SendFrame) while another receives (RecvAll, ReadFrame): the sealing state is per direction.
+// Connection: Send(), Close() and the
 // counters may be called from any thread; callbacks run on the reader thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -36,13 +51,18 @@
 
 namespace tandem::net {
 
+// The keys a handshake agreed: one per direction.
+struct SessionKeys {
+  std::array<uint8_t, 32> send{}, receive{};
+};
+
 class Socket {
  public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket();
+  explicit Socket(int fd);
+  Socket(Socket&& o) noexcept;
   Socket& operator=(Socket&& o) noexcept;
-  ~Socket() { Close(); }
+  ~Socket();
 
   // Resolves host (name or address) and connects within timeout_ms.
   static Result<Socket> Connect(const std::string& host, uint16_t port, int timeout_ms);
@@ -51,6 +71,12 @@ class Socket {
   int fd() const { return fd_; }
   // Sends every byte (blocking). IOError when the peer is gone.
   Status SendAll(std::span<const uint8_t> bytes);
+  // Sends one whole frame (header and payload, see EncodeFrame), sealed once sealing is on.
+  Status SendFrame(std::span<const uint8_t> frame);
+  // Seals every frame from now on, in both directions (see above). Call once, after the
+  // handshake, before any other frame is sent or read.
+  void EnableSealing(const SessionKeys& keys);
+  bool sealed() const { return seal_ != nullptr; }
   // Receives exactly bytes.size() bytes; timeout_ms < 0 waits forever. IOError on EOF/timeout.
   Status RecvAll(std::span<uint8_t> bytes, int timeout_ms);
   // Wakes a thread blocked in RecvAll/SendAll (they then fail); the descriptor stays open.
@@ -62,7 +88,10 @@ class Socket {
   std::string PeerName() const;
 
  private:
+  friend Status ReadFrame(Socket&, FrameHeader*, std::vector<uint8_t>*, int, uint32_t);
+  struct Sealing;
   int fd_ = -1;
+  std::unique_ptr<Sealing> seal_;
 };
 
 class Listener {
@@ -89,7 +118,8 @@ Status ParseHostPort(const std::string& s, uint16_t default_port, std::string* h
 
 // Reads one frame within `timeout_ms` (header and payload together; -1: no deadline): header
 // validated, a payload above `max_payload` refused before anything is allocated, then the
-// payload into `payload` (resized).
+// payload into `payload` (resized). On a sealed socket the frame must be Sealed and open with
+// the next number; *h and *payload are then the inner frame's.
 Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int timeout_ms,
                  uint32_t max_payload = kMaxPayloadBytes);
 // Sends a message as one frame.
@@ -97,7 +127,7 @@ template <typename M>
 Status WriteMessage(Socket& s, MsgType t, const M& m) {
   std::vector<uint8_t> frame;
   EncodeFrame(t, m, &frame);
-  return s.SendAll(frame);
+  return s.SendFrame(frame);
 }
 // Reads one frame that must be of type `t` and decodes it. A Refused frame becomes its reason
 // as a status; an Error frame becomes its status.

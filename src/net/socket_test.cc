@@ -183,7 +183,7 @@ TEST(SocketTest, AnOversizedHandshakeFrameIsRefusedBeforeAllocation) {
   const auto t0 = std::chrono::steady_clock::now();
   Status st = server.get();
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("where at most 39 are allowed"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("where at most 71 are allowed"), std::string::npos) << st.ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "it waited for the payload";
 }
 

@@ -210,7 +210,7 @@ struct Coordinator::Impl {
     }
   }
 
-  // Sends worker i the bytes of its stage, paced by its send queue, then their digest.
+  // Sends worker i the bytes of its stage, paced by its send queue, then WeightsDone.
   void StreamWeights(size_t i) {
     const PlannedStage& s = plan.stages[i + 1];
     const gguf::GgufFile& f = model->file();
@@ -220,7 +220,6 @@ struct Coordinator::Impl {
     const uint64_t total = modelstore::TotalBytes(ranges);
     constexpr uint64_t kChunk = 4u << 20;
     Log(StageName(i) + ": has no copy of the model; sending its " + std::to_string(total >> 20) + " MiB");
-    modelstore::Hasher h;
     uint64_t sent = 0;
     Progress progress(StageName(i) + ": sending weights", [this](const std::string& l) { Log(l); });
     net::WeightsChunk c;
@@ -239,20 +238,43 @@ struct Coordinator::Impl {
         c.offset = r.offset + off;
         c.total = total;
         c.bytes.assign(base + c.offset, base + c.offset + n);
-        h.Update(c.bytes.data(), n);
         conns[i]->Send(MsgType::kWeightsChunk, c);
         sent += n;
         progress.Update(sent, total);
       }
     }
-    conns[i]->Send(MsgType::kWeightsDone, net::WeightsDone{h.Final()});
+    conns[i]->Send(MsgType::kWeightsDone, net::WeightsDone{});
   }
 
   // Asks every worker to load its stage (LoadModel, answered by Loaded), then links each worker
   // to the next (LinkNext, answered by Linked).
   Status LoadAndLink(const std::string& model_path, const std::vector<std::pair<std::string, uint16_t>>& addrs) {
     const size_t nw = conns.size();
-    TANDEM_ASSIGN_OR_RETURN(modelstore::ModelId id, modelstore::IdentifyModel(model_path));
+    // The digest of every tensor: each worker checks what it uses against them, whichever copy it
+    // has. Hashed once per file (a record keeps them for as long as the file's size and
+    // modification time stay the same).
+    bool hashed = false;
+    std::unique_ptr<Progress> hashing;
+    auto on_hash = [&](uint64_t done, uint64_t total) {
+      if (!hashing) {
+        hashing = std::make_unique<Progress>("hashing the model's tensors (first use of this file)",
+                                             [this](const std::string& l) { Log(l); });
+      }
+      hashing->Update(done, total);
+    };
+    const auto hash_start = Clock::now();
+    Result<modelstore::ModelDigests> hashed_digests =
+        modelstore::DigestModel(model_path, model->file(), o.digest_record_dir, on_hash, &hashed);
+    if (!hashed_digests.ok()) return hashed_digests.status();
+    if (hashed) {
+      const double s = std::max<int64_t>(MsSince(hash_start), 1) / 1000.0;
+      char line[160];
+      std::snprintf(line, sizeof line, "hashed the model's tensors in %.2f s (%.2f GB/s)", s,
+                    model->file().file_size() / s / 1e9);
+      Log(line);
+    }
+    const modelstore::ModelDigests& digests = *hashed_digests;
+    const modelstore::ModelId& id = digests.id;
     if (sodium_init() < 0) return Status::Internal("libsodium failed to initialise");
     uint64_t session = 0;
     while (session == 0) randombytes_buf(&session, sizeof session);
@@ -264,6 +286,7 @@ struct Coordinator::Impl {
       lm.model_path = std::filesystem::absolute(model_path).string();
       lm.file_size = id.file_size;
       lm.header_digest = id.digest;
+      lm.tensor_digests = digests.tensors;
       lm.layer_begin = static_cast<uint32_t>(s.layer_begin);
       lm.layer_end = static_cast<uint32_t>(s.layer_end);
       lm.n_ctx = static_cast<uint32_t>(n_ctx);

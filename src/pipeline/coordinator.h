@@ -26,6 +26,7 @@
 #include "base/sys.h"
 #include "exec/executor.h"
 #include "pipeline/planner.h"
+#include "modelstore/model_files.h"
 #include "net/auth.h"
 
 namespace tandem::pipeline {
@@ -43,6 +44,9 @@ struct ExecutorOptions {
   model::ContextOptions context;  // flash attention and KV cache types, on every stage
   bool use_mmap = false;  // every stage computes from its file map instead of a huge-page copy
   std::optional<net::Key> key;
+  // Where the model's tensor digests are kept between runs (see modelstore::DigestModel); empty:
+  // hashed on every run.
+  std::string digest_record_dir = modelstore::DefaultDigestRecordDir();
   std::function<void(const std::string&)> log;  // progress and the plan (default: stderr)
   int connect_timeout_ms = 3000;
   int ping_interval_ms = 500;

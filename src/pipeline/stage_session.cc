@@ -286,30 +286,47 @@ class StageSession::Impl {
   }
 
   // Where this stage's copy of the model is: a local file, the weight cache, or (received from
-  // the main node now) a new cache entry. *source says which, *received the bytes that came
-  // over the network.
+  // the main node now) a new cache entry. Whatever the source, every tensor this stage uses is
+  // checked against the main node's digests first. *source says which, *received the bytes that
+  // came over the network.
   Result<std::string> FindWeights(const net::LoadModel& m, std::string* source, uint64_t* received) {
-    modelstore::ModelId want{m.header_digest, m.file_size};
+    modelstore::ModelDigests want;
+    want.id = {m.header_digest, m.file_size};
+    want.tensors = m.tensor_digests;
+    const int64_t b = m.layer_begin, e = m.layer_end;
     *received = 0;
-    Result<std::string> path = modelstore::FindModel(want, {o_.model_path}, o_.models_dir);
+    Result<std::string> path = modelstore::FindModel(want.id, {o_.model_path}, o_.models_dir);
     if (!path.ok() && o_.use_main_path) {
-      Result<std::string> same_machine = modelstore::FindModel(want, {m.model_path}, "");
+      Result<std::string> same_machine = modelstore::FindModel(want.id, {m.model_path}, "");
       if (same_machine.ok()) path = std::move(same_machine);
     }
+    std::string why_not_local;
     if (path.ok()) {
-      *source = "local file " + *path;
-      return path;
+      const auto start = Clock::now();
+      Status same = modelstore::VerifyStageCopy(*path, want, b, e, m.last_stage);
+      if (same.ok()) {
+        Log("checked layers " + std::to_string(b) + ".." + std::to_string(e - 1) + " of " + *path +
+            " against the main node's digests in " + std::to_string(MsSince(start)) + " ms");
+        *source = "local file " + *path;
+        return path;
+      }
+      // Same header, other weights (an unfinished download, an edited file): never used.
+      why_not_local = "the local copy " + *path + " is not the main node's model (" + same.message() + ")";
+      Log(why_not_local + "; not using it");
     }
     if (o_.cache_dir.empty()) {
       // What was tried (paths, a listing of --models-dir) stays in this worker's log; the main
       // node learns only that there is no copy.
-      Log(path.status().message());
-      return Status::NotFound("this worker has no copy of " + m.model_name + " (size " + std::to_string(want.file_size) +
-                              ", header digest " + want.Hex() + "); give it -m FILE or --models-dir DIR, or "
+      if (!path.ok()) Log(path.status().message());
+      return Status::NotFound("this worker has no copy of " + m.model_name + " (size " + std::to_string(want.id.file_size) +
+                              ", header digest " + want.id.Hex() + ")" +
+                              (why_not_local.empty() ? "" : " whose weights match the main node's") +
+                              "; give it -m FILE or --models-dir DIR, or "
                               "--cache-dir DIR to receive the weights from the main node once");
     }
     modelstore::WeightCache cache(o_.cache_dir);
-    if (Result<std::string> cached = cache.Find(want, m.layer_begin, m.layer_end, m.last_stage); cached.ok()) {
+    TANDEM_RETURN_IF_ERROR(cache.Prepare());
+    if (Result<std::string> cached = cache.Find(want, b, e, m.last_stage); cached.ok()) {
       *source = "cache " + *cached;
       return cached;
     }
@@ -389,24 +406,22 @@ class StageSession::Impl {
 
 
   // Asks the main node for this stage's bytes of the model file, which the reader thread writes
-  // into a sparse copy in the cache (receiver_); returns the copy's path once the digest of
-  // everything received matches the main node's.
-  Result<std::string> Receive(const modelstore::WeightCache& cache, const modelstore::ModelId& id,
+  // into a new file in the cache (receiver_); returns the copy's path once every byte this stage
+  // uses matches the model's digests.
+  Result<std::string> Receive(const modelstore::WeightCache& cache, const modelstore::ModelDigests& want,
                               const net::LoadModel& m) {
     std::error_code ec;
-    std::filesystem::create_directories(o_.cache_dir, ec);
-    const std::string temp = cache.TempPath(id, m.layer_begin, m.layer_end, m.last_stage);
-    TANDEM_RETURN_IF_ERROR(receiver_.Open(temp, id.file_size));
+    const std::string temp = cache.NewTempPath(want, m.layer_begin, m.layer_end, m.last_stage);
+    TANDEM_RETURN_IF_ERROR(receiver_.Open(temp, want.id.file_size));
     Log("no local copy of " + m.model_name + ": receiving layers " + std::to_string(m.layer_begin) +
         ".." + std::to_string(m.layer_end - 1) + " from " + peer_);
     Get(&main_)->Send(MsgType::kNeedWeights, net::Empty{});
-    Result<net::Digest> digest = receiver_.Wait();
-    if (!digest.ok()) {
+    if (Status st = receiver_.Wait(); !st.ok()) {
       std::filesystem::remove(temp, ec);
-      return digest.status();
+      return st;
     }
-    TANDEM_RETURN_IF_ERROR(cache.Commit(temp, id, m.layer_begin, m.layer_end, m.last_stage, *digest));
-    return cache.FinalPath(id, m.layer_begin, m.layer_end, m.last_stage);
+    TANDEM_RETURN_IF_ERROR(cache.Commit(temp, want, m.layer_begin, m.layer_end, m.last_stage));
+    return cache.FinalPath(want, m.layer_begin, m.layer_end, m.last_stage);
   }
 
   void OnWeightsChunk(std::span<const uint8_t> p) {
@@ -421,7 +436,7 @@ class StageSession::Impl {
   void OnWeightsDone(std::span<const uint8_t> p) {
     Result<net::WeightsDone> d = net::WeightsDone::Decode(p);
     if (!d.ok()) return ProtocolError(peer_, d.status().message());
-    if (!receiver_.Done(d->digest)) return ProtocolError(peer_, "WeightsDone without a transfer");
+    if (!receiver_.Done()) return ProtocolError(peer_, "WeightsDone without a transfer");
   }
 
   Status Link(const net::LinkNext& l) {

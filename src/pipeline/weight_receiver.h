@@ -1,8 +1,8 @@
 // WeightReceiver: a stage's bytes of the model file arriving from the main node, for a worker
-// without a copy. The main node sends WeightsChunk frames (offset, bytes) and then WeightsDone
-// with the digest of everything it sent; each chunk is written at its offset into a sparse copy
-// of the file and digested in arrival order, and the copy is good only when the two digests
-// match. The weight cache (modelstore) then verifies and keeps it.
+// without a copy. The main node sends WeightsChunk frames (offset, bytes) and then WeightsDone;
+// each chunk is written at its offset into a sparse copy of the file. Nothing here trusts the
+// bytes: the weight cache (modelstore) checks the finished copy against the model's tensor
+// digests before it keeps it.
 //
 // Thread safety: Chunk and Done from the connection's reader thread, Wait from the thread that
 // asked for the weights, Cancel and bytes() from any thread.
@@ -16,7 +16,6 @@
 #include <string>
 
 #include "base/status.h"
-#include "modelstore/model_files.h"
 #include "net/messages.h"
 
 namespace tandem::pipeline {
@@ -28,20 +27,20 @@ class WeightReceiver {
   WeightReceiver(const WeightReceiver&) = delete;
   WeightReceiver& operator=(const WeightReceiver&) = delete;
 
-  // Creates (or truncates) the file at `path` with `file_size` bytes of holes and starts
-  // accepting chunks. IOError when the file cannot be made.
+  // Creates the file at `path` (which must not exist: O_EXCL|O_NOFOLLOW, mode 0600) with
+  // `file_size` bytes of holes and starts accepting chunks. IOError when it cannot be made.
   Status Open(const std::string& path, uint64_t file_size);
 
   // One chunk. False when no transfer is open (chunks nobody asked for: a protocol error). A
   // chunk outside the file, or a failed write, fails the transfer (Wait reports why). Sets
   // *progress_due every 200 ms and at the last byte, and *done to the bytes received so far.
   bool Chunk(const net::WeightsChunk& c, bool* progress_due, uint64_t* done);
-  // The sender's digest. False when no transfer is open.
-  bool Done(const net::Digest& sender_digest);
+  // The sender has sent everything. False when no transfer is open.
+  bool Done();
 
-  // Blocks until the transfer succeeds (the digest), fails (why) or is cancelled; closes the
-  // file in every case.
-  Result<net::Digest> Wait();
+  // Blocks until the transfer ends (Ok), fails (why) or is cancelled; closes the file in every
+  // case.
+  Status Wait();
   void Cancel();
 
   uint64_t bytes() const { return bytes_.load(); }
@@ -56,8 +55,6 @@ class WeightReceiver {
   int fd_ = -1;
   uint64_t size_ = 0;
   std::atomic<uint64_t> bytes_{0};
-  std::unique_ptr<modelstore::Hasher> hash_;
-  net::Digest digest_{};
   std::string error_;
   std::chrono::steady_clock::time_point last_progress_;
 };
