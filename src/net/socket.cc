@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "base/sys.h"
+#include "net/seal.h"
 
 namespace tandem::net {
 namespace {
@@ -51,19 +52,6 @@ struct Socket::Sealing {
   }
 };
 
-namespace {
-
-std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES> FrameNonce(uint64_t n) {
-  std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES> nonce{};
-  for (int i = 0; i < 8; ++i) nonce[i] = static_cast<uint8_t>(n >> (8 * i));
-  return nonce;
-}
-
-}  // namespace
-
-static_assert(crypto_aead_chacha20poly1305_IETF_ABYTES == kSealTagBytes);
-static_assert(crypto_aead_chacha20poly1305_IETF_KEYBYTES == 32);
-
 Socket::Socket() = default;
 Socket::Socket(int fd) : fd_(fd) {}
 Socket::Socket(Socket&& o) noexcept : fd_(o.fd_), seal_(std::move(o.seal_)) { o.fd_ = -1; }
@@ -87,19 +75,8 @@ void Socket::EnableSealing(const SessionKeys& keys) {
 
 Status Socket::SendFrame(std::span<const uint8_t> frame) {
   if (!seal_) return SendAll(frame);
-  Sealing& z = *seal_;
-  const size_t n = frame.size();
-  z.out.resize(kFrameHeaderBytes + n + kSealTagBytes);
-  const uint32_t len = static_cast<uint32_t>(n + kSealTagBytes);
-  const uint16_t type = static_cast<uint16_t>(MsgType::kSealed), reserved = 0;
-  std::memcpy(z.out.data(), &len, 4);
-  std::memcpy(z.out.data() + 4, &type, 2);
-  std::memcpy(z.out.data() + 6, &reserved, 2);
-  const auto nonce = FrameNonce(z.sent++);
-  crypto_aead_chacha20poly1305_ietf_encrypt_detached(z.out.data() + kFrameHeaderBytes, z.out.data() + kFrameHeaderBytes + n,
-                                                     nullptr, frame.data(), n, z.out.data(), kFrameHeaderBytes, nullptr,
-                                                     nonce.data(), z.send_key.data());
-  return SendAll(z.out);
+  SealFrame(seal_->send_key, seal_->sent++, frame, &seal_->out);
+  return SendAll(seal_->out);
 }
 
 void Socket::Close() {
@@ -308,21 +285,8 @@ Status ReadFrame(Socket& s, FrameHeader* h, std::vector<uint8_t>* payload, int t
     }
     payload->resize(h->payload_bytes);
     TANDEM_RETURN_IF_ERROR(s.RecvAll(*payload, timeout_ms < 0 ? -1 : Left(true, deadline)));
-    const size_t n = payload->size() - kSealTagBytes;
-    const auto nonce = FrameNonce(z.received);
-    if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(payload->data(), nullptr, payload->data(), n, payload->data() + n,
-                                                           hb.data(), hb.size(), nonce.data(), z.receive_key.data()) != 0) {
-      return Status::Corruption("sealed frame " + std::to_string(z.received) +
-                                " failed authentication: it was changed, dropped, replayed or reordered on the way, "
-                                "or did not come from the peer");
-    }
+    TANDEM_RETURN_IF_ERROR(OpenFrame(z.receive_key, z.received, hb, payload, h, max_payload));
     ++z.received;
-    TANDEM_ASSIGN_OR_RETURN(*h, DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(payload->data(), kFrameHeaderBytes)));
-    if (h->payload_bytes != n - kFrameHeaderBytes || h->type == static_cast<uint16_t>(MsgType::kSealed)) {
-      return Status::Corruption("a sealed frame's inner header does not match its size");
-    }
-    payload->erase(payload->begin(), payload->begin() + kFrameHeaderBytes);
-    payload->resize(h->payload_bytes);
     return Status::Ok();
   }
   // Checked before anything is allocated for it: a peer that has not authenticated yet cannot
