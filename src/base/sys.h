@@ -32,6 +32,10 @@ struct MemoryInfo {
 // it is also what a stage can use there). Zeros when the system does not say.
 MemoryInfo Memory();
 
+// The most memory this process has had resident at once, in bytes (getrusage's ru_maxrss, which
+// Linux gives in KiB and macOS in bytes).
+uint64_t PeakResidentBytes();
+
 // The size of a virtual-memory page (4 KiB on x86-64 Linux, 16 KiB on Apple Silicon).
 size_t PageSize();
 

@@ -4,6 +4,7 @@
 #include <mach/mach.h>
 #include <pthread.h>
 #include <pthread/qos.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/sysctl.h>
 #include <unistd.h>
@@ -49,6 +50,12 @@ int Prepare(int fd, bool nonblocking) {
 }
 
 }  // namespace
+
+uint64_t PeakResidentBytes() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<uint64_t>(u.ru_maxrss);
+}
 
 MemoryInfo Memory() {
   MemoryInfo m;

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,6 +44,12 @@ long ReadNumber(const std::string& path) {
 }
 
 }  // namespace
+
+uint64_t PeakResidentBytes() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<uint64_t>(u.ru_maxrss)* 1024;
+}
 
 MemoryInfo Memory() {
   MemoryInfo m;

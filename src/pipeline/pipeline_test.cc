@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -401,6 +402,43 @@ TEST(PipelineTest, ConnectionsBeyondTheLimitAreClosedUnread) {
   Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kProbe, std::nullopt, 2000);
   EXPECT_TRUE(info.ok()) << info.status().ToString();
   s->Close();
+  (*w)->Stop();
+  serve.join();
+}
+
+// Finding 3's flood: 16 clients that have not authenticated each announce a 64 MiB Hello and
+// send a MiB of it. The worker reads each Hello into exactly its size, so its memory stays where
+// it was (each would have cost 64 MiB before: a buffer sized by the header).
+TEST(PipelineTest, APreAuthFloodKeepsTheWorkersMemoryBounded) {
+  WorkerOptions o;
+  o.port = 0;
+  o.threads = 1;
+  net::Key key;
+  key.fill(3);
+  o.key = key;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<Worker>> w = Worker::Start(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::thread serve([&] { (*w)->Serve(); });
+  const uint64_t before = sys::PeakResidentBytes();
+  ASSERT_GT(before, 0u);
+  std::vector<uint8_t> flood(1 << 20, 0xab);
+  const uint32_t announced = 64u << 20;
+  const uint16_t type = static_cast<uint16_t>(net::MsgType::kHello);
+  std::memcpy(flood.data(), &announced, 4);
+  std::memcpy(flood.data() + 4, &type, 2);
+  std::memset(flood.data() + 6, 0, 2);
+  std::vector<net::Socket> clients;
+  for (int i = 0; i < 16; ++i) {
+    Result<net::Socket> s = net::Socket::Connect("127.0.0.1", (*w)->port(), 2000);
+    ASSERT_TRUE(s.ok());
+    (void)s->SendAll(flood);  // the worker may close it before all of it arrives
+    clients.push_back(std::move(*s));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t after = sys::PeakResidentBytes();
+  EXPECT_LT(after - before, uint64_t{64} << 20) << "peak resident memory grew by " << ((after - before) >> 20) << " MiB";
+  clients.clear();
   (*w)->Stop();
   serve.join();
 }
