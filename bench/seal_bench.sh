@@ -31,6 +31,7 @@ start_worker b
 start_worker ka --auth-key-file "$tmp/key"
 start_worker kb --auth-key-file "$tmp/key"
 export TANDEM_CACHE_DIR="$tmp/cache"
+sleep 3  # the workers measure their speed as they start: let them finish before the first-use hashing
 clear=() sealed=()
 for r in $(seq "$reps"); do
   "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" \
