@@ -20,7 +20,7 @@
 #include "net/auth.h"
 #include "net/socket.h"
 #include "pipeline/coordinator.h"
-#include "pipeline/worker.h"
+#include "pipeline/test_worker.h"
 
 namespace tandem::pipeline {
 namespace {
@@ -42,25 +42,6 @@ std::vector<float> PromptLogits(exec::Executor& e) {
   if (!st.ok()) return {};
   return std::vector<float>(out.logits, out.logits + out.n_rows * V);
 }
-
-struct ServedWorker {
-  std::unique_ptr<Worker> w;
-  std::thread t;
-  explicit ServedWorker(WorkerOptions o) {
-    o.port = 0;
-    o.threads = 1;
-    o.log = [](const std::string&) {};
-    Result<std::unique_ptr<Worker>> r = Worker::Start(o);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    w = std::move(*r);
-    t = std::thread([this] { w->Serve(); });
-  }
-  ~ServedWorker() {
-    w->Stop();
-    t.join();
-  }
-  std::string addr() const { return "127.0.0.1:" + std::to_string(w->port()); }
-};
 
 // The honest main node: one worker, every log line kept. Returns the prompt's logits.
 std::vector<float> HonestRun(model::Model& m, const std::string& path, const std::string& worker,
@@ -154,21 +135,27 @@ std::string PoisonedStream(const std::string& path, const model::Model& m, uint1
   }
 }
 
-TEST(WeightsAttackTest, APoisonedStreamNeverReachesAnHonestMainNode) {
-  const std::string path = Model("tiny-q4_k_m.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
-  Result<model::Model> m = model::Model::Load(path);
-  ASSERT_TRUE(m.ok());
-  std::vector<float> want;
-  {
+class WeightsAttackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+    Result<model::Model> loaded = model::Model::Load(path);
+    ASSERT_TRUE(loaded.ok());
+    m = std::make_unique<model::Model>(std::move(*loaded));
     exec::LocalExecutor local(*m, 32, 1, 512);
-    want = PromptLogits(local);
+    want = PromptLogits(local);  // the single-node run
   }
+  const std::string path = Model("tiny-q4_k_m.gguf");
+  std::unique_ptr<model::Model> m;
+  std::vector<float> want;
+};
+
+TEST_F(WeightsAttackTest, APoisonedStreamNeverReachesAnHonestMainNode) {
   const std::string cache = ::testing::TempDir() + "tandem_poison_" + std::to_string(getpid());
   std::filesystem::remove_all(cache);
   WorkerOptions wo;
   wo.cache_dir = cache;
-  ServedWorker w(wo);
+  TestWorker w(wo);
 
   // The real model's digests with other bytes: refused before anything is kept.
   const std::string refused = PoisonedStream(path, *m, w.w->port(), /*own_digests=*/false);
@@ -191,16 +178,7 @@ TEST(WeightsAttackTest, APoisonedStreamNeverReachesAnHonestMainNode) {
   std::filesystem::remove_all(cache);
 }
 
-TEST(WeightsAttackTest, ALocalCopyWithTheSameHeaderButOtherWeightsIsNotUsed) {
-  const std::string path = Model("tiny-q4_k_m.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
-  Result<model::Model> m = model::Model::Load(path);
-  ASSERT_TRUE(m.ok());
-  std::vector<float> want;
-  {
-    exec::LocalExecutor local(*m, 32, 1, 512);
-    want = PromptLogits(local);
-  }
+TEST_F(WeightsAttackTest, ALocalCopyWithTheSameHeaderButOtherWeightsIsNotUsed) {
   const std::string dir = ::testing::TempDir() + "tandem_samehdr_" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -220,7 +198,7 @@ TEST(WeightsAttackTest, ALocalCopyWithTheSameHeaderButOtherWeightsIsNotUsed) {
   {  // No cache to fall back on: a clear refusal, not other weights.
     WorkerOptions wo;
     wo.model_path = copy;
-    ServedWorker w(wo);
+    TestWorker w(wo);
     std::string log;
     Status st;
     EXPECT_TRUE(HonestRun(*m, path, w.addr(), &log, &st).empty());
@@ -230,7 +208,7 @@ TEST(WeightsAttackTest, ALocalCopyWithTheSameHeaderButOtherWeightsIsNotUsed) {
     WorkerOptions wo;
     wo.model_path = copy;
     wo.cache_dir = dir + "/cache";
-    ServedWorker w(wo);
+    TestWorker w(wo);
     std::string log;
     EXPECT_EQ(HonestRun(*m, path, w.addr(), &log), want);
     EXPECT_NE(log.find("weights from the main node"), std::string::npos) << log;
