@@ -25,9 +25,12 @@ void operator delete(void* p, size_t) noexcept { std::free(p); }
 namespace tandem {
 namespace {
 
-// Both attention algorithms, with F16 and Q8_0 KV caches.
+// Both attention algorithms, with F16 and Q8_0 KV caches; a dense model, one with sliding-window
+// layers and one with experts.
 TEST(DecodeAllocTest, DecodeStepsAllocateNothingOnceWarm) {
-  const auto path = testing::SharedDir() / "reference/models/tiny-q4_k_m.gguf";
+  for (const char* name : {"tiny-q4_k_m.gguf", "tiny-gemma3-q4_k_m.gguf", "tiny-qwen3moe-q4_k_m.gguf"}) {
+  SCOPED_TRACE(name);
+  const auto path = testing::SharedDir() / "reference/models" / name;
   TANDEM_REQUIRE_SHARED(path);
   Result<model::Model> m = model::Model::Load(path.string());
   ASSERT_TRUE(m.ok());
@@ -50,6 +53,7 @@ TEST(DecodeAllocTest, DecodeStepsAllocateNothingOnceWarm) {
       }
       EXPECT_EQ(g_allocations.load() - before, 0) << "allocations during 38 warm decode steps";
     }
+  }
   }
 }
 

@@ -21,14 +21,20 @@ using testing::SharedDir;
 using testing::SharedFiles;
 
 struct Compare {
-  double max_kl = 0, mean_kl = 0;
-  int argmax_mismatches = 0;  // not counting near-ties
+  double max_kl = 0, mean_kl = 0, p90_kl = 0;
+  int argmax_mismatches = 0;  // not counting near-ties (a lead of 0.25 or less)
+  int wide_mismatches = 0;    // of those, where the reference led by more than 0.5
+  int positions = 0;          // compared
 };
 
-// KL(ref || ours) per position and argmax agreement with the README's near-tie rule.
-Compare CompareLogits(const std::vector<std::vector<float>>& ref, const float* ours, int64_t n_vocab) {
+// KL(ref || ours) per position and argmax agreement with the README's near-tie rule, over the
+// positions `include` marks (all when empty).
+Compare CompareLogits(const std::vector<std::vector<float>>& ref, const float* ours, int64_t n_vocab,
+                      const std::vector<uint8_t>& include = {}) {
   Compare c;
+  std::vector<double> kls;
   for (size_t p = 0; p < ref.size(); ++p) {
+    if (!include.empty() && !include[p]) continue;
     const std::vector<float>& r = ref[p];
     const float* o = ours + p * n_vocab;
     double rmax = -INFINITY, omax = -INFINITY;
@@ -48,7 +54,7 @@ Compare CompareLogits(const std::vector<std::vector<float>>& ref, const float* o
       kl += std::exp(lp) * (lp - lq);
     }
     c.max_kl = std::max(c.max_kl, kl);
-    c.mean_kl += kl / ref.size();
+    kls.push_back(kl);
     if (rarg != oarg) {
       double second = -INFINITY;
       for (int64_t i = 0; i < n_vocab; ++i) {
@@ -56,13 +62,61 @@ Compare CompareLogits(const std::vector<std::vector<float>>& ref, const float* o
       }
       if (rmax - second > 0.25) {
         ++c.argmax_mismatches;
+        if (rmax - second > 0.5) ++c.wide_mismatches;
         std::printf("  position %zu: reference argmax %lld leads by %.3f; ours %lld (%.3f vs %.3f)\n", p,
                     static_cast<long long>(rarg), rmax - second, static_cast<long long>(oarg),
                     static_cast<double>(o[oarg]), static_cast<double>(o[rarg]));
       }
     }
   }
+  c.positions = static_cast<int>(kls.size());
+  for (double kl : kls) c.mean_kl += kl / kls.size();
+  if (!kls.empty()) {
+    std::sort(kls.begin(), kls.end());
+    c.p90_kl = kls[std::min(kls.size() - 1, static_cast<size_t>(std::ceil(0.9 * kls.size())) - 1)];
+  }
   return c;
+}
+
+// The README's bounds for a comparison: float weights, quantized weights, and the third row
+// (quantized gemma3 and mixture-of-experts files, whose reference is noisier).
+enum class Bounds { kFloat, kQuantized, kNoisy };
+void ExpectWithin(const Compare& c, Bounds b, bool check_argmax) {
+  switch (b) {
+    case Bounds::kFloat:
+      EXPECT_LE(c.max_kl, 1e-3);
+      if (check_argmax) EXPECT_EQ(c.argmax_mismatches, 0);
+      break;
+    case Bounds::kQuantized:
+      EXPECT_LE(c.mean_kl, 5e-3);
+      EXPECT_LE(c.max_kl, 5e-2);
+      if (check_argmax) EXPECT_EQ(c.argmax_mismatches, 0);
+      break;
+    case Bounds::kNoisy:
+      EXPECT_LE(c.mean_kl, 1.5e-2);
+      EXPECT_LE(c.p90_kl, 1.5e-2);
+      EXPECT_LE(c.max_kl, 0.3);
+      if (check_argmax) {
+        EXPECT_EQ(c.wide_mismatches, 0);
+        EXPECT_LE(c.argmax_mismatches, 3);
+      }
+      break;
+  }
+}
+
+// The positions (of n) before the first one where two runs' expert logs
+// (model::Context::set_expert_log: per layer, per position, k experts) differ in any layer: a
+// position that took other experts moves far, and so may every later one (it attends to the
+// moved one's keys and values).
+std::vector<uint8_t> BeforeFirstExpertSwap(const std::vector<int32_t>& a, const std::vector<int32_t>& b, size_t n,
+                                           int64_t k) {
+  size_t first = a.size() == b.size() ? n : 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (a[i] != b[i]) first = std::min(first, (i / k) % n);
+  }
+  std::vector<uint8_t> include(n, 0);
+  std::fill(include.begin(), include.begin() + first, 1);
+  return include;
 }
 
 bool IsFloatModel(const std::string& name) {
@@ -77,7 +131,7 @@ std::vector<std::vector<float>> Rows(const float* logits, int64_t n, int64_t n_v
 }
 
 // Loads a reference model. A file whose architecture the engine refuses (kUnsupported naming an
-// architecture outside model::IsSupportedArchitecture: gemma3 and qwen3moe until issue #18) is
+// architecture outside model::IsSupportedArchitecture: none of the reference set today, but a new family may come) is
 // reported by name and skipped, with *skipped set; any other failure fails the test.
 std::optional<model::Model> LoadOrSkipRefused(const std::string& name, bool* skipped) {
   *skipped = false;
@@ -134,32 +188,46 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     ASSERT_EQ(n_vocab, m->params().n_vocab);
 
     model::Context ctx(*m, 256, 2, spec.options);
+    std::vector<int32_t> experts;
+    ctx.set_expert_log(&experts);
     model::Batch batch;
     for (size_t i = 0; i < tokens.size(); ++i) batch.Add(tokens[i], static_cast<int32_t>(i), 0, true);
     ASSERT_TRUE(ctx.Decode(batch).ok());
+    ctx.set_expert_log(nullptr);
     ASSERT_EQ(ctx.n_logits(), static_cast<int64_t>(tokens.size()));
-    const Compare c = CompareLogits(ref, ctx.logits(), n_vocab);
-    std::printf("%-34s max KL %.2e mean KL %.2e argmax mismatches %d", file.c_str(), c.max_kl,
-                c.mean_kl, c.argmax_mismatches);
-    if (check_argmax) EXPECT_EQ(c.argmax_mismatches, 0);
-    if (is_float && !spec.quantized_bounds_for_all) {
-      EXPECT_LE(c.max_kl, 1e-3);
-    } else {
-      EXPECT_LE(c.mean_kl, 5e-3);
-      EXPECT_LE(c.max_kl, 5e-2);
-    }
+    const bool noisy = !is_float && (m->params().arch == "gemma3" || m->params().is_moe());
+    const Bounds bounds = is_float && !spec.quantized_bounds_for_all ? Bounds::kFloat
+                          : noisy                                    ? Bounds::kNoisy
+                                                                     : Bounds::kQuantized;
+    // A changed cache type moves attention a little; with experts, a token whose router nearly
+    // ties then takes another expert and its logits move far (the README's third row explains
+    // why), and later positions with it: the positions from the first such swap on (found by
+    // comparing with our own F16-cache run's expert choices) are counted and left out.
+    std::vector<float> f16_logits;
+    std::vector<uint8_t> include;
     if (cache_changed) {
       model::Context f16(*m, 256, 2);
+      std::vector<int32_t> f16_experts;
+      f16.set_expert_log(&f16_experts);
       ASSERT_TRUE(f16.Decode(batch).ok());
-      const Compare self =
-          CompareLogits(Rows(f16.logits(), f16.n_logits(), n_vocab), ctx.logits(), n_vocab);
-      std::printf("; vs our f16 cache: max KL %.2e mean KL %.2e", self.max_kl, self.mean_kl);
-      if (is_float) {
-        EXPECT_LE(self.max_kl, 1e-3);
-      } else {
-        EXPECT_LE(self.mean_kl, 5e-3);
-        EXPECT_LE(self.max_kl, 5e-2);
+      f16_logits.assign(f16.logits(), f16.logits() + f16.n_logits() * n_vocab);
+      if (m->params().is_moe()) {
+        include = BeforeFirstExpertSwap(f16_experts, experts, tokens.size(), m->params().n_expert_used);
       }
+    }
+    const Compare c = CompareLogits(ref, ctx.logits(), n_vocab, include);
+    std::printf("%-34s max KL %.2e mean KL %.2e p90 %.2e argmax mismatches %d", file.c_str(), c.max_kl,
+                c.mean_kl, c.p90_kl, c.argmax_mismatches);
+    if (c.positions < static_cast<int>(tokens.size())) {
+      std::printf(" (the first %d of %zu positions: position %d took other experts than with an f16 cache)", c.positions,
+                  tokens.size(), c.positions);
+    }
+    ExpectWithin(c, bounds, check_argmax);
+    if (cache_changed) {
+      const Compare self = CompareLogits(Rows(f16_logits.data(), static_cast<int64_t>(tokens.size()), n_vocab),
+                                         ctx.logits(), n_vocab, include);
+      std::printf("; vs our f16 cache: max KL %.2e mean KL %.2e", self.max_kl, self.mean_kl);
+      ExpectWithin(self, is_float ? Bounds::kFloat : noisy ? Bounds::kNoisy : Bounds::kQuantized, false);
     }
     std::printf("\n");
 

@@ -8,6 +8,7 @@
 #include "apps/commands.h"
 #include "gguf/reader.h"
 #include "gguf/summary.h"
+#include "model/params.h"
 
 namespace tandem::apps {
 namespace {
@@ -170,6 +171,20 @@ void PrintText(const std::string& path, const GgufFile& f, const ModelSummary& s
   std::printf("  context length   %s\n", OptText(s.n_ctx).c_str());
   std::printf("  vocabulary size  %s\n", OptText(s.n_vocab).c_str());
   std::printf("  RoPE base        %s\n", OptText(s.rope_freq_base).c_str());
+  // What the engine will use, defaults included (converted Gemma 3 files do not carry them).
+  if (Result<model::ModelParams> p = model::ReadParams(f); p.ok()) {
+    if (p->n_swa > 0) {
+      std::printf("  sliding window   %lld tokens on local layers; every %lld%s layer global; local RoPE base %g\n",
+                  static_cast<long long>(p->n_swa), static_cast<long long>(p->swa_period),
+                  p->swa_period == 1 ? "st" : p->swa_period == 2 ? "nd" : p->swa_period == 3 ? "rd" : "th",
+                  static_cast<double>(p->rope_base_swa));
+    }
+    if (p->is_moe()) {
+      std::printf("  experts          %lld, %lld used per token, feed-forward %lld each\n", static_cast<long long>(p->n_expert),
+                  static_cast<long long>(p->n_expert_used), static_cast<long long>(p->n_ff_exp));
+    }
+    if (p->logit_softcap > 0) std::printf("  logit soft-cap   %g\n", static_cast<double>(p->logit_softcap));
+  }
   std::printf("  parameters       %" PRIu64 "\n", s.n_params);
   std::printf("  tensors          %zu (%s)\n", f.tensors().size(), TensorTypeList(s).c_str());
   std::printf("  tensor bytes     %" PRIu64 " (%s)\n", s.tensor_bytes,
@@ -223,6 +238,18 @@ void PrintJson(const std::string& path, const GgufFile& f, const ModelSummary& s
       {"rope_freq_base", Opt(s.rope_freq_base)},
       {"n_params", s.n_params},         {"tensor_bytes", s.tensor_bytes},
   };
+  if (Result<model::ModelParams> p = model::ReadParams(f); p.ok()) {
+    if (p->n_swa > 0) {
+      j["summary"]["sliding_window"] = p->n_swa;
+      j["summary"]["sliding_window_pattern"] = p->swa_period;
+      j["summary"]["rope_freq_base_swa"] = p->rope_base_swa;
+    }
+    if (p->is_moe()) {
+      j["summary"]["n_expert"] = p->n_expert;
+      j["summary"]["n_expert_used"] = p->n_expert_used;
+      j["summary"]["n_ff_exp"] = p->n_ff_exp;
+    }
+  }
   json md = json::array();
   for (const auto& [key, value] : f.metadata()) {
     json e = {{"key", key}, {"type", std::string(gguf::ValueTypeName(value.type()))}};

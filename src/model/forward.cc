@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/moe.h"
+
 namespace tandem::model {
 
 using kernels::MatMul;
@@ -45,10 +47,12 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
              options_.type_v) {
   const int64_t half = p_.head_dim / 2;
   rope_inv_freq_.resize(half);
+  rope_inv_freq_local_.resize(half);
   for (int64_t i = 0; i < half; ++i) {
     double f = std::pow(static_cast<double>(p_.rope_base), -2.0 * i / p_.head_dim);
     if (model.rope_freqs != nullptr) f /= model.rope_freqs[i];
     rope_inv_freq_[i] = static_cast<float>(f / p_.rope_scale);
+    rope_inv_freq_local_[i] = static_cast<float>(std::pow(static_cast<double>(p_.rope_base_swa), -2.0 * i / p_.head_dim));
   }
   rope_cs_.resize(p_.head_dim);
 
@@ -87,13 +91,25 @@ void Context::Reserve(int64_t n) {
   att_.resize(n * p_.q_dim());
   k_buf_.resize(n * p_.kv_dim());
   v_buf_.resize(n * p_.kv_dim());
-  gate_.resize(n * p_.n_ff);
-  up_.resize(n * p_.n_ff);
+  const int64_t ff = std::max(p_.n_ff, p_.n_ff_exp);
+  gate_.resize(n * ff);
+  up_.resize(n * ff);
   cells_.resize(n);
+  if (p_.is_moe()) {
+    router_.resize(n * p_.n_expert);
+    chosen_e_.resize(n * p_.n_expert_used);
+    chosen_w_.resize(n * p_.n_expert_used);
+    xe_.resize(n * p_.n_embd);
+    ye_.resize(n * p_.n_embd);
+    expert_rows_.resize(n * p_.n_expert_used);
+    expert_begin_.resize(p_.n_expert + 1);
+    expert_next_.resize(p_.n_expert);
+  }
   plan_seqs_.reserve(n);
   seq_begin_.reserve(n + 1);
   tok_order_.resize(n);
   tok_len_.resize(n);
+  tok_start_.resize(n);
   tiles_.reserve(n);
 }
 
@@ -108,6 +124,7 @@ Status Context::Embed(const Batch& b) {
                                      std::to_string(p_.n_vocab) + ")");
     }
     ops->dequantize_row(base + id * row_bytes, &x_[t * p_.n_embd], p_.n_embd);
+    if (p_.embd_scale) k_.f.scale(&x_[t * p_.n_embd], std::sqrt(static_cast<float>(p_.n_embd)), p_.n_embd);
   }
   return Status::Ok();
 }
@@ -167,6 +184,8 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
     }
   };
   const int64_t half = D / 2;
+  const bool local = p_.IsLocalLayer(il);
+  const float* inv_freq = local ? rope_inv_freq_local_.data() : rope_inv_freq_.data();
   std::vector<float>& cs = rope_cs_;  // cos[half], sin[half] for one position
   for (int64_t t = 0; t < n; ++t) {
     float* q = &q_[t * qd];
@@ -182,7 +201,7 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
       for (int64_t h = 0; h < p_.n_head_kv; ++h) f.rmsnorm(k + h * D, w.k_norm, k + h * D, D, p_.rms_eps);
     }
     for (int64_t i = 0; i < half; ++i) {
-      const float theta = static_cast<float>(b.pos[t]) * rope_inv_freq_[i];
+      const float theta = static_cast<float>(b.pos[t]) * inv_freq[i];
       cs[i] = std::cos(theta);
       cs[half + i] = std::sin(theta);
     }
@@ -195,15 +214,86 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   }
   Attention(il, b, n);
   mm(w.wo, att_.data(), n, xn_.data());
+  if (w.post_attn_norm != nullptr) {
+    for (int64_t t = 0; t < n; ++t) f.rmsnorm(&xn_[t * E], w.post_attn_norm, &xn_[t * E], E, p_.rms_eps);
+  }
   for (int64_t t = 0; t < n; ++t) f.add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
 
-  // Feed-forward block: norm, SwiGLU, residual.
+  // Feed-forward block: norm, the FFN (or the experts), its norm, residual.
   for (int64_t t = 0; t < n; ++t) f.rmsnorm(&x_[t * E], w.ffn_norm, &xn_[t * E], E, p_.rms_eps);
+  FeedForward(w, n, tmp_.data());
+  if (w.post_ffn_norm != nullptr) {
+    for (int64_t t = 0; t < n; ++t) f.rmsnorm(&tmp_[t * E], w.post_ffn_norm, &tmp_[t * E], E, p_.rms_eps);
+  }
+  for (int64_t t = 0; t < n; ++t) f.add(&x_[t * E], &tmp_[t * E], &x_[t * E], E);
+}
+
+namespace {
+
+// GELU, tanh approximation (Gemma's gelu_pytorch_tanh): y = gelu(gate) * up.
+void GeluMul(const float* gate, const float* up, float* y, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    y[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * up[i];
+  }
+}
+
+}  // namespace
+
+void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
+  if (p_.is_moe()) return MixtureOfExperts(w, n, out);
+  auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* o) {
+    MatMul(k_, pool_, m.type, m.data, m.rows, m.cols, in, nt, o, m.rows, scratch_);
+  };
   mm(w.gate, xn_.data(), n, gate_.data());
   mm(w.up, xn_.data(), n, up_.data());
-  f.silu_mul(gate_.data(), up_.data(), gate_.data(), n * p_.n_ff);
-  mm(w.down, gate_.data(), n, xn_.data());
-  for (int64_t t = 0; t < n; ++t) f.add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+  if (p_.ffn_act == FfnActivation::kGelu) {
+    GeluMul(gate_.data(), up_.data(), gate_.data(), n * p_.n_ff);
+  } else {
+    k_.f.silu_mul(gate_.data(), up_.data(), gate_.data(), n * p_.n_ff);
+  }
+  mm(w.down, gate_.data(), n, out);
+}
+
+// Each token's experts (model/moe.h), then per expert: its tokens gathered, one
+// pass of gate, up and down over them, and each output added to its token with the weight.
+void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
+  const int64_t E = p_.n_embd, F = p_.n_ff_exp, ne = p_.n_expert, k = p_.n_expert_used;
+  auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* o) {
+    MatMul(k_, pool_, m.type, m.data, m.rows, m.cols, in, nt, o, m.rows, scratch_);
+  };
+  mm(w.router, xn_.data(), n, router_.data());
+  std::fill(expert_begin_.begin(), expert_begin_.end(), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    SelectExperts(&router_[t * ne], ne, k, p_.expert_weights_norm, &chosen_e_[t * k], &chosen_w_[t * k]);
+    for (int64_t j = 0; j < k; ++j) ++expert_begin_[chosen_e_[t * k + j] + 1];
+  }
+  if (expert_log_ != nullptr) expert_log_->insert(expert_log_->end(), chosen_e_.begin(), chosen_e_.begin() + n * k);
+  // Counting sort of the (token, choice) pairs by expert.
+  for (int64_t c = 0; c < ne; ++c) expert_begin_[c + 1] += expert_begin_[c];
+  std::vector<int64_t>& cursor = expert_rows_;  // the (token, choice) pairs, by expert
+  std::copy(expert_begin_.begin(), expert_begin_.end() - 1, expert_next_.begin());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) cursor[expert_next_[chosen_e_[t * k + j]]++] = t * k + j;
+  }
+  std::fill(out, out + n * E, 0.0f);
+  for (int64_t c = 0; c < ne; ++c) {
+    const int64_t b = expert_begin_[c], m = expert_begin_[c + 1] - b;
+    if (m == 0) continue;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t t = cursor[b + i] / k;
+      std::memcpy(&xe_[i * E], &xn_[t * E], E * sizeof(float));
+    }
+    mm(w.gate_exps.Expert(c), xe_.data(), m, gate_.data());
+    mm(w.up_exps.Expert(c), xe_.data(), m, up_.data());
+    k_.f.silu_mul(gate_.data(), up_.data(), gate_.data(), m * F);
+    mm(w.down_exps.Expert(c), gate_.data(), m, ye_.data());
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t pair = cursor[b + i];
+      k_.f.axpy(chosen_w_[pair], &ye_[i * E], &out[(pair / k) * E], E);
+    }
+  }
 }
 
 // Lists the cells of each sequence of the batch by position (a token attends to the prefix of
@@ -254,6 +344,11 @@ void Context::PlanAttention(const Batch& b) {
     const int32_t* pos = seq_pos_.data();
     tok_len_[t] = std::upper_bound(pos + seq_begin_[k], pos + seq_begin_[k + 1], b.pos[t]) -
                   (pos + seq_begin_[k]);
+    // A sliding-window layer sees positions p - n_swa + 1 .. p.
+    tok_start_[t] = p_.n_swa > 0 ? std::lower_bound(pos + seq_begin_[k], pos + seq_begin_[k + 1],
+                                                    static_cast<int64_t>(b.pos[t]) - p_.n_swa + 1) -
+                                       (pos + seq_begin_[k])
+                                 : 0;
     if (tiles_.empty() || tiles_.back().seq != k ||
         tiles_.back().end - tiles_.back().begin == tile_tokens_) {
       tiles_.push_back({k, i, i});
@@ -268,10 +363,11 @@ void Context::Attention(int64_t il, const Batch&, int64_t) {
   const int64_t n_kv = p_.n_head_kv;
   const int64_t n_tiles = static_cast<int64_t>(tiles_.size()), n_jobs = n_tiles * n_kv;
   const int64_t layer = il - layer_begin_;
+  const bool local = p_.IsLocalLayer(il);
   next_job_.store(0, std::memory_order_relaxed);
   pool_.Run([&](int th, int) {
     for (int64_t job; (job = next_job_.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
-      AttendTile(th, layer, tiles_[n_tiles - 1 - job / n_kv], job % n_kv);
+      AttendTile(th, layer, tiles_[n_tiles - 1 - job / n_kv], job % n_kv, local);
     }
   });
 }
@@ -279,7 +375,7 @@ void Context::Attention(int64_t il, const Batch&, int64_t) {
 // One tile's query rows (token-major: row ti * group + g is head kvh * group + g of the tile's
 // token ti) against the cells of its sequence. Tokens ascend by position, so each token's
 // prefix of cells is at least as long as the previous token's.
-void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
+void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, bool local) {
   const kernels::FloatOps& f = k_.f;
   const kernels::AttnOps& a = k_.attn;
   const int64_t D = p_.head_dim, qd = p_.q_dim(), group = p_.n_head / p_.n_head_kv;
@@ -293,6 +389,8 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
   const TensorType tk = cache_.type_k(), tv = cache_.type_v();
   const size_t k_off = quant::RowBytes(tk, kvh * D), v_off = quant::RowBytes(tv, kvh * D);
   auto len = [&](int64_t ti) { return tok_len_[tok_order_[tile.begin + ti]]; };
+  // The first cell a row attends to: 0, or on a sliding-window layer its window's start.
+  auto start = [&](int64_t ti) { return local ? tok_start_[tok_order_[tile.begin + ti]] : int64_t{0}; };
   auto point = [&](int64_t j0, int64_t nb) {  // row pointers of cells [j0, j0 + nb)
     for (int64_t j = 0; j < nb; ++j) {
       kp[j] = cache_.k(layer, cells[j0 + j]) + k_off;
@@ -304,7 +402,7 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
     const int64_t t = tok_order_[tile.begin + ti];
     std::memcpy(q + ti * group * D, &q_[t * qd + kvh * group * D], group * D * sizeof(float));
   }
-  f.scale(q, 1.0f / std::sqrt(static_cast<float>(D)), rows * D);
+  f.scale(q, p_.AttentionScale(), rows * D);
   std::fill(o, o + rows * D, 0.0f);
   const int64_t n_max = len(nt - 1);
 
@@ -319,8 +417,9 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* row = s + r * n_max;
-      const int64_t n = len(r / group);
-      if (n > 0) f.softmax(row, n);
+      const int64_t n = len(r / group), first = std::min(start(r / group), n);
+      if (n > first) f.softmax(row + first, n - first);
+      std::fill(row, row + first, 0.0f);
       std::fill(row + n, row + n_max, 0.0f);
     }
     for (int64_t j0 = 0, t0 = 0; j0 < n_max; j0 += kStandardChunk) {
@@ -345,8 +444,15 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
       for (int64_t r = r0; r < rows; ++r) {
         float* row = s + (r - r0) * kFlashBlock;
         const int64_t v = std::min(nb, len(r / group) - j0);
-        float mx = row[0];
-        for (int64_t j = 1; j < v; ++j) mx = std::max(mx, row[j]);
+        // Cells before the row's window (sliding-window layers) do not count.
+        const int64_t lo = std::clamp<int64_t>(start(r / group) - j0, 0, std::max<int64_t>(v, 0));
+        if (lo >= v) {
+          std::fill(row, row + nb, 0.0f);
+          continue;
+        }
+        std::fill(row, row + lo, -INFINITY);
+        float mx = row[lo];
+        for (int64_t j = lo + 1; j < v; ++j) mx = std::max(mx, row[j]);
         if (mx > m[r]) {
           if (m[r] != -INFINITY) {
             const float c = std::exp(m[r] - mx);
@@ -355,7 +461,8 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh) {
           }
           m[r] = mx;
         }
-        l[r] += a.exp_sum(row, m[r], row, v);
+        l[r] += a.exp_sum(row + lo, m[r], row + lo, v - lo);
+        std::fill(row, row + lo, 0.0f);
         std::fill(row + v, row + nb, 0.0f);
       }
       a.accumulate(tv, D, s, kFlashBlock, rows - r0, vp, nb, o + r0 * D, D);
@@ -384,6 +491,10 @@ void Context::Head(const Batch& b) {
   const Matrix& o = model_.output;
   MatMul(k_, pool_, o.type, o.data, o.rows, o.cols, xn_.data(), n_logits_, logits_.data(),
          p_.n_vocab, scratch_);
+  if (p_.logit_softcap > 0) {
+    const float c = p_.logit_softcap;
+    for (int64_t i = 0; i < n_logits_ * p_.n_vocab; ++i) logits_[i] = c * std::tanh(logits_[i] / c);
+  }
 }
 
 }  // namespace tandem::model

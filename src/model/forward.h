@@ -7,7 +7,13 @@
 //
 // Per layer: RMSNorm, Q/K/V projections (+ biases, + per-head Q/K norms), RoPE, K/V written to
 // the cache, attention of each token over the cache cells of its sequence at positions <= its
-// own, output projection and residual; RMSNorm, SwiGLU feed-forward and residual.
+// own (on a sliding-window layer only those within the window), output projection (+ its norm)
+// and residual; RMSNorm, the feed-forward block (SiLU- or GELU-gated, or a mixture of experts;
+// + its norm) and residual. model/params.h says which architecture has which.
+//
+// Mixture of experts: the router's softmax picks each token's top experts; the tokens are then
+// grouped by expert, so each chosen expert's weights are read once per batch (a decode step reads
+// only the chosen experts' rows), and its outputs are added to its tokens with their weights.
 //
 // Attention works on tiles: a few tokens of one sequence (consecutive by position) times all
 // the query heads that share one KV head (GQA), so every K and V row read serves many queries.
@@ -92,6 +98,10 @@ class Context {
   int64_t layer_end() const { return layer_end_; }
 
   KvCache& cache() { return cache_; }
+  // For tests: every Forward from now on appends, for each mixture-of-experts layer it runs and
+  // each token of the batch, the n_expert_used experts chosen (most probable first). nullptr
+  // stops it.
+  void set_expert_log(std::vector<int32_t>* log) { expert_log_ = log; }
   ThreadPool& pool() { return pool_; }
   const ContextOptions& options() const { return options_; }
 
@@ -103,9 +113,12 @@ class Context {
 
   Status Embed(const Batch& batch);
   void Layer(int64_t il, const Batch& batch, const int64_t* cells);
+  // The feed-forward block of layer `w` on xn_ (n normalised rows) into out (n rows).
+  void FeedForward(const LayerWeights& w, int64_t n, float* out);
+  void MixtureOfExperts(const LayerWeights& w, int64_t n, float* out);
   void PlanAttention(const Batch& batch);
   void Attention(int64_t il, const Batch& batch, int64_t n);
-  void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh);
+  void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, bool local);
   void Head(const Batch& batch);
   void Reserve(int64_t n);
 
@@ -118,12 +131,19 @@ class Context {
   KvCache cache_;
   kernels::Scratch scratch_;
   std::vector<float> rope_inv_freq_;  // [head_dim / 2]
+  std::vector<float> rope_inv_freq_local_;  // of the sliding-window layers (their own base)
   std::vector<float> rope_cs_;        // cos and sin of one position [head_dim]
 
   // Activations for up to `reserved_` tokens.
   int64_t reserved_ = 0;
   std::vector<float> x_, xn_, q_, k_buf_, v_buf_, att_, gate_, up_, tmp_;
   std::vector<int64_t> cells_;
+  // Mixture of experts: router outputs, each token's chosen experts and weights, the tokens of
+  // one expert gathered, and its outputs.
+  std::vector<float> router_, chosen_w_, xe_, ye_;
+  std::vector<int32_t> chosen_e_;
+  std::vector<int64_t> expert_rows_, expert_begin_, expert_next_;
+  std::vector<int32_t>* expert_log_ = nullptr;
 
   // Attention plan of the batch (PlanAttention), shared by every layer.
   std::vector<int32_t> plan_seqs_;   // the batch's distinct sequences, ascending
@@ -132,6 +152,7 @@ class Context {
   std::vector<int32_t> seq_pos_;     // their positions
   std::vector<int64_t> tok_order_;   // batch tokens by (sequence, position)
   std::vector<int64_t> tok_len_;     // per token: how many of its sequence's cells it attends to
+  std::vector<int64_t> tok_start_;   // per token: the first of them a sliding-window layer attends to
   std::vector<Tile> tiles_;
   int64_t tile_tokens_ = 1;          // tokens per tile
   std::atomic<int64_t> next_job_{0};

@@ -33,6 +33,26 @@ class Binder {
     return Status::Ok();
   }
 
+  // A 3-D tensor [cols, rows, n_expert] of experts.
+  Status ExpertsOf(const std::string& name, int64_t cols, int64_t rows, int64_t n_expert, ExpertMatrices* out) {
+    const gguf::TensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return Status::NotFound("tensor '" + name + "' is missing");
+    if (t->n_dims != 3 || static_cast<int64_t>(t->ne[0]) != cols || static_cast<int64_t>(t->ne[1]) != rows ||
+        static_cast<int64_t>(t->ne[2]) != n_expert) {
+      return Status::Corruption("tensor '" + name + "' has shape " + t->ShapeString() + ", expected [" +
+                                std::to_string(cols) + ", " + std::to_string(rows) + ", " + std::to_string(n_expert) + "]");
+    }
+    const quant::TypeOps* ops = quant::ReferenceOps(t->type);
+    if (ops == nullptr || ops->vec_dot == nullptr) {
+      return Status::Unsupported("tensor '" + name + "' has type " + std::string(gguf::TensorTypeName(t->type)) +
+                                 ", which tandem cannot compute with");
+    }
+    out->all = Matrix{t->type, t->data, rows * n_expert, cols};
+    out->n_expert = n_expert;
+    *bytes_ += t->n_bytes;
+    return Status::Ok();
+  }
+
   Status VectorOf(const std::string& name, int64_t n, const float** out, bool optional = false) {
     const gguf::TensorInfo* t = f_.FindTensor(name);
     if (t == nullptr) {
@@ -99,10 +119,21 @@ Status Model::Bind() {
       TANDEM_RETURN_IF_ERROR(b.VectorOf(n + "attn_q_norm.weight", p.head_dim, &w.q_norm));
       TANDEM_RETURN_IF_ERROR(b.VectorOf(n + "attn_k_norm.weight", p.head_dim, &w.k_norm));
     }
+    if (p.post_norms) {
+      TANDEM_RETURN_IF_ERROR(b.VectorOf(n + "post_attention_norm.weight", p.n_embd, &w.post_attn_norm));
+      TANDEM_RETURN_IF_ERROR(b.VectorOf(n + "post_ffw_norm.weight", p.n_embd, &w.post_ffn_norm));
+    }
     TANDEM_RETURN_IF_ERROR(b.VectorOf(n + "ffn_norm.weight", p.n_embd, &w.ffn_norm));
-    TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_gate.weight", p.n_embd, p.n_ff, &w.gate));
-    TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_up.weight", p.n_embd, p.n_ff, &w.up));
-    TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_down.weight", p.n_ff, p.n_embd, &w.down));
+    if (p.is_moe()) {
+      TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_gate_inp.weight", p.n_embd, p.n_expert, &w.router));
+      TANDEM_RETURN_IF_ERROR(b.ExpertsOf(n + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp, p.n_expert, &w.gate_exps));
+      TANDEM_RETURN_IF_ERROR(b.ExpertsOf(n + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp, p.n_expert, &w.up_exps));
+      TANDEM_RETURN_IF_ERROR(b.ExpertsOf(n + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd, p.n_expert, &w.down_exps));
+    } else {
+      TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_gate.weight", p.n_embd, p.n_ff, &w.gate));
+      TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_up.weight", p.n_embd, p.n_ff, &w.up));
+      TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_down.weight", p.n_ff, p.n_embd, &w.down));
+    }
   }
   return Status::Ok();
 }
@@ -124,8 +155,9 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
   std::vector<Matrix*> todo;
   for (int64_t l = layer_begin; l < layer_end; ++l) {
     LayerWeights& w = layers[l];
-    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) {
-      if (!resident(m->data)) todo.push_back(m);
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down, &w.router, &w.gate_exps.all,
+                      &w.up_exps.all, &w.down_exps.all}) {
+      if (m->data != nullptr && !resident(m->data)) todo.push_back(m);
     }
   }
   if (head && !resident(output.data)) todo.push_back(&output);

@@ -1,5 +1,6 @@
-// Model: the weights of a decoder-only transformer (llama, qwen2, qwen3), used in place from the
-// memory-mapped GGUF file, with every tensor's presence, type and shape checked at load.
+// Model: the weights of a decoder-only transformer (llama, qwen2, qwen3, gemma3, qwen3moe; see
+// model/params.h), used in place from the memory-mapped GGUF file, with every tensor's presence,
+// type and shape checked at load.
 //
 // Matrices are GGUF tensors of shape [cols, rows]: `rows` rows of `cols` elements, each row one
 // output of a matrix-vector product. Norm weights and biases must be F32.
@@ -26,13 +27,31 @@ struct Matrix {
   int64_t rows = 0, cols = 0;
 };
 
+// The experts of one mixture-of-experts matrix, stored as one 3-D tensor [cols, rows, n_expert]:
+// expert e is the rows x cols matrix at e * (its bytes).
+struct ExpertMatrices {
+  Matrix all;  // every expert's rows, one after the other: rows = n_expert * expert rows
+  int64_t n_expert = 0;
+  Matrix Expert(int64_t e) const {
+    const int64_t rows = all.rows / n_expert;
+    const size_t bytes = quant::RowBytes(all.type, all.cols) * static_cast<size_t>(rows);
+    return Matrix{all.type, static_cast<const uint8_t*>(all.data) + bytes * e, rows, all.cols};
+  }
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;                      // [n_embd]
   Matrix wq, wk, wv, wo;                                 // [n_embd -> q_dim], kv_dim, kv_dim, [q_dim -> n_embd]
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // qwen2 biases
   const float *q_norm = nullptr, *k_norm = nullptr;      // qwen3 per-head norms [head_dim]
+  const float* post_attn_norm = nullptr;                 // gemma3: on the attention output [n_embd]
   const float* ffn_norm = nullptr;                       // [n_embd]
   Matrix gate, up, down;                                 // [n_embd -> n_ff] x2, [n_ff -> n_embd]
+  const float* post_ffn_norm = nullptr;                  // gemma3: on the FFN output [n_embd]
+  // Mixture of experts (instead of gate/up/down): the router [n_embd -> n_expert] and the experts
+  // [n_embd -> n_ff_exp] x2, [n_ff_exp -> n_embd].
+  Matrix router;
+  ExpertMatrices gate_exps, up_exps, down_exps;
 };
 
 class Model {

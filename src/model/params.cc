@@ -13,10 +13,14 @@ Result<int64_t> Positive(const gguf::GgufFile& f, const std::string& key) {
 
 }  // namespace
 
-const char* const kSupportedArchitectures = "llama, qwen2, qwen3";
+const char* const kSupportedArchitectures = "llama, qwen2, qwen3, gemma3, qwen3moe";
 
 bool IsSupportedArchitecture(std::string_view arch) {
-  return arch == "llama" || arch == "qwen2" || arch == "qwen3";
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3" || arch == "qwen3moe";
+}
+
+float ModelParams::AttentionScale() const {
+  return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
 
 Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
@@ -27,9 +31,15 @@ Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
   } else if (p.arch == "qwen2") {
     p.rope_order = RopeOrder::kHalves;
     p.qkv_bias = true;
-  } else if (p.arch == "qwen3") {
+  } else if (p.arch == "qwen3" || p.arch == "qwen3moe") {
     p.rope_order = RopeOrder::kHalves;
     p.qk_norm = true;
+  } else if (p.arch == "gemma3") {
+    p.rope_order = RopeOrder::kHalves;
+    p.qk_norm = true;
+    p.embd_scale = true;
+    p.post_norms = true;
+    p.ffn_act = FfnActivation::kGelu;
   } else {
     return Status::Unsupported("architecture '" + p.arch +
                                "' is not supported (supported: " + kSupportedArchitectures + ")");
@@ -55,6 +65,31 @@ Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
   if (f.GetString(a + "rope.scaling.type").value_or("none") == "linear") {
     p.rope_scale = static_cast<float>(f.GetFloat(a + "rope.scaling.factor").value_or(1.0));
     if (!(p.rope_scale > 0)) return Status::Corruption("rope.scaling.factor must be positive");
+  }
+  if (p.arch == "gemma3") {
+    // Converted Gemma 3 files carry the window but not the pattern or the local RoPE base: Gemma
+    // 3's are every 6th layer global and 10000.
+    TANDEM_ASSIGN_OR_RETURN(p.n_swa, Positive(f, a + "attention.sliding_window"));
+    p.swa_period = f.GetInt(a + "attention.sliding_window_pattern").value_or(6);
+    if (p.swa_period < 0 || p.swa_period > p.n_layer + 1) {
+      return Status::Corruption("attention.sliding_window_pattern " + std::to_string(p.swa_period) + " is out of range");
+    }
+    p.rope_base_swa = static_cast<float>(f.GetFloat(a + "rope.freq_base_swa").value_or(10000.0));
+    p.logit_softcap = static_cast<float>(f.GetFloat(a + "final_logit_softcapping").value_or(0.0));
+    if (!(p.logit_softcap >= 0) || !(p.rope_base_swa > 0)) return Status::Corruption("gemma3 soft-cap or local RoPE base out of range");
+    // Gemma 3 27B (62 layers) scales queries by 1/sqrt(n_embd / n_head), the others by
+    // 1/sqrt(head size) (query_pre_attn_scalar; the converted files do not say).
+    if (p.n_layer == 62) p.attn_scale = 1.0f / std::sqrt(static_cast<float>(p.n_embd / p.n_head));
+  }
+  if (p.arch == "qwen3moe") {
+    TANDEM_ASSIGN_OR_RETURN(p.n_expert, Positive(f, a + "expert_count"));
+    TANDEM_ASSIGN_OR_RETURN(p.n_expert_used, Positive(f, a + "expert_used_count"));
+    TANDEM_ASSIGN_OR_RETURN(p.n_ff_exp, Positive(f, a + "expert_feed_forward_length"));
+    if (p.n_expert > 1024 || p.n_expert_used > p.n_expert) {
+      return Status::Corruption("expert_count " + std::to_string(p.n_expert) + " and expert_used_count " +
+                                std::to_string(p.n_expert_used) + " are out of range (1 <= used <= count <= 1024)");
+    }
+    p.expert_weights_norm = true;  // Qwen3-MoE always renormalises the chosen experts' weights
   }
   if (f.Find(a + "vocab_size")) {
     TANDEM_ASSIGN_OR_RETURN(p.n_vocab, Positive(f, a + "vocab_size"));

@@ -58,7 +58,8 @@ void RunAll(exec::Executor& e, std::vector<float>* logits, std::vector<int32_t>*
 }
 
 TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
-  for (const char* name : {"stories260K.gguf", "tiny-q4_k_m.gguf", "tiny-qwen3-q8_0.gguf"}) {
+  for (const char* name : {"stories260K.gguf", "tiny-q4_k_m.gguf", "tiny-qwen3-q8_0.gguf", "tiny-gemma3-q4_k_m.gguf",
+                           "tiny-qwen3moe-q4_k_m.gguf"}) {
     SCOPED_TRACE(name);
     const std::string path = Model(name);
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";

@@ -133,3 +133,31 @@ TEST(ChatTemplateTest, RejectsUnknownRoles) {
 
 }  // namespace
 }  // namespace tandem::tokenizer
+
+namespace tandem::tokenizer {
+namespace {
+
+// Excerpts of the templates that Gemma 3 and Qwen3 files carry: Gemma 3 folds the system message
+// into the first user turn and calls the assistant "model"; Qwen3 is ChatML with thinking blocks.
+TEST(ChatTemplateTest, Gemma3AndQwen3TemplatesAreRecognised) {
+  const std::string gemma3 =
+      "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n{%- set first_user_prefix = "
+      "messages[0]['content'] + '\\n\\n' -%}\n{%- endif -%}\n{%- for message in loop_messages -%}\n"
+      "{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- endif -%}\n"
+      "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+      "{{ '<end_of_turn>\\n' }}\n{%- endfor -%}\n{%- if add_generation_prompt -%}{{'<start_of_turn>model\\n'}}";
+  const std::string qwen3 =
+      "{%- for message in messages %}{%- if message.role == \"user\" %}{{- '<|im_start|>' + message.role + "
+      "'\\n' + message.content + '<|im_end|>' + '\\n' }}{%- elif message.role == \"assistant\" %}"
+      "{%- if '</think>' in content %}{%- set content = content.split('</think>')[-1] %}{%- endif %}"
+      "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+  Result<ChatTemplate> g = DetectChatTemplate(gemma3);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(ChatTemplateName(*g), "gemma");
+  Result<ChatTemplate> q = DetectChatTemplate(qwen3);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(ChatTemplateName(*q), "chatml");
+}
+
+}  // namespace
+}  // namespace tandem::tokenizer

@@ -1,0 +1,160 @@
+// Gemma 3 and Qwen3-MoE beyond the reference logits (model_reference_test): the sliding window and
+// its layer pattern change late logits (so a model that ignored them would fail), bad
+// hyper-parameters and missing or misshapen tensors are refused by name, and `inspect` shows the
+// new hyper-parameters.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "test_support.h"
+
+namespace tandem {
+namespace {
+
+using testing::SharedDir;
+
+std::string ModelFile(const std::string& name) { return (SharedDir() / "reference/models" / name).string(); }
+
+// A copy of `src` written to a temporary file, with metadata `edit`ed and tensors kept unless
+// `keep` says otherwise (or changed by `reshape`). Returns its path.
+std::string EditedCopy(const std::string& src, const std::string& tag,
+                       const std::function<void(gguf::GgufWriter&)>& edit,
+                       const std::function<bool(const gguf::TensorInfo&)>& keep = nullptr,
+                       const std::function<std::vector<uint64_t>(const gguf::TensorInfo&)>& reshape = nullptr) {
+  Result<gguf::GgufFile> f = gguf::GgufFile::Open(src);
+  EXPECT_TRUE(f.ok());
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : f->metadata()) w.Set(key, value);
+  edit(w);
+  for (const gguf::TensorInfo& t : f->tensors()) {
+    if (keep && !keep(t)) continue;
+    std::vector<uint64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
+    if (reshape) shape = reshape(t);
+    const Status st = w.AddTensor(t.name, t.type, shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  const std::string path = ::testing::TempDir() + "tandem_family_" + tag + "_" + std::to_string(getpid()) + ".gguf";
+  EXPECT_TRUE(w.Write(path).ok());
+  return path;
+}
+
+// Logits of every position of `tokens` in one batch.
+std::vector<float> Logits(const std::string& path, const std::vector<int32_t>& tokens, bool flash) {
+  Result<model::Model> m = model::Model::Load(path);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  model::ContextOptions o;
+  o.flash_attn = flash;
+  model::Context ctx(*m, 128, 2, o);
+  model::Batch b;
+  for (size_t i = 0; i < tokens.size(); ++i) b.Add(tokens[i], static_cast<int32_t>(i), 0, true);
+  EXPECT_TRUE(ctx.Decode(b).ok());
+  return std::vector<float>(ctx.logits(), ctx.logits() + ctx.n_logits() * m->params().n_vocab);
+}
+
+double Kl(const float* p, const float* q, int64_t n) {
+  double pm = -INFINITY, qm = -INFINITY, ps = 0, qs = 0, kl = 0;
+  for (int64_t i = 0; i < n; ++i) pm = std::max<double>(pm, p[i]), qm = std::max<double>(qm, q[i]);
+  for (int64_t i = 0; i < n; ++i) ps += std::exp(p[i] - pm), qs += std::exp(q[i] - qm);
+  for (int64_t i = 0; i < n; ++i) {
+    const double lp = p[i] - pm - std::log(ps), lq = q[i] - qm - std::log(qs);
+    kl += std::exp(lp) * (lp - lq);
+  }
+  return kl;
+}
+
+// tiny-gemma3 has a 16-token window on layers 0-4 and 6 (layer 5 global) and prompt B has 56
+// tokens. A window of 64 (nothing slides) leaves the first 16 positions as they were and moves
+// the later ones far; every layer global (which also gives every layer the global RoPE base)
+// moves them too; the file as it is matches the reference.
+TEST(ModelFamiliesTest, TheSlidingWindowAndItsLayerPatternShapeLateLogits) {
+  const std::string src = ModelFile("tiny-gemma3-f16.gguf");
+  TANDEM_REQUIRE_SHARED(src);
+  std::ifstream in(SharedDir() / "reference/logits/tiny-gemma3-f16.B.fa0.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::vector<int32_t> tokens = j["prompt_tokens"].get<std::vector<int32_t>>();
+  const std::vector<std::vector<float>> ref = j["logits"].get<std::vector<std::vector<float>>>();
+  const int64_t V = j["n_vocab"];
+  ASSERT_GT(tokens.size(), 40u);
+  const std::string wide = EditedCopy(src, "window64", [](gguf::GgufWriter& w) {
+    w.Set("gemma3.attention.sliding_window", gguf::Value(uint32_t{64}));
+  });
+  const std::string global = EditedCopy(src, "allglobal", [](gguf::GgufWriter& w) {
+    w.Set("gemma3.attention.sliding_window_pattern", gguf::Value(uint32_t{1}));
+  });
+  for (bool flash : {false, true}) {
+    SCOPED_TRACE(flash ? "flash" : "standard");
+    const std::vector<float> real = Logits(src, tokens, flash);
+    ASSERT_EQ(real.size(), tokens.size() * V);
+    double late_kl_ref = 0;
+    for (size_t p = 16; p < tokens.size(); ++p) late_kl_ref = std::max(late_kl_ref, Kl(ref[p].data(), &real[p * V], V));
+    EXPECT_LE(late_kl_ref, 1e-3) << "past the window the file as it is must match the reference";
+    for (const std::string& other : {wide, global}) {
+      SCOPED_TRACE(other);
+      const std::vector<float> changed = Logits(other, tokens, flash);
+      ASSERT_EQ(changed.size(), real.size());
+      for (size_t p = 0; p < 16 && other == wide; ++p) {
+        EXPECT_LE(Kl(&real[p * V], &changed[p * V], V), 1e-6) << "position " << p << " is inside every window";
+      }
+      double mean_late = 0;
+      for (size_t p = 16; p < tokens.size(); ++p) mean_late += Kl(&real[p * V], &changed[p * V], V) / (tokens.size() - 16);
+      EXPECT_GT(mean_late, 0.05) << "the window did not matter past position 16";
+    }
+  }
+  std::remove(wide.c_str());
+  std::remove(global.c_str());
+}
+
+Status LoadStatus(const std::string& path) { return model::Model::Load(path).status(); }
+
+TEST(ModelFamiliesTest, BadExpertCountsAndTensorsAreRefusedByName) {
+  const std::string src = ModelFile("tiny-qwen3moe-q8_0.gguf");
+  TANDEM_REQUIRE_SHARED(src);
+  struct Case {
+    std::string tag, want;
+    std::function<void(gguf::GgufWriter&)> edit;
+    std::function<bool(const gguf::TensorInfo&)> keep = nullptr;
+    std::function<std::vector<uint64_t>(const gguf::TensorInfo&)> reshape = nullptr;
+  };
+  const std::vector<Case> cases = {
+      {"used9", "expert_used_count 9",
+       [](gguf::GgufWriter& w) { w.Set("qwen3moe.expert_used_count", gguf::Value(uint32_t{9})); }},
+      {"count0", "expert_count = 0", [](gguf::GgufWriter& w) { w.Set("qwen3moe.expert_count", gguf::Value(uint32_t{0})); }},
+      {"count5000", "expert_count 5000",
+       [](gguf::GgufWriter& w) { w.Set("qwen3moe.expert_count", gguf::Value(uint32_t{5000})); }},
+      {"noexperts", "qwen3moe.expert_feed_forward_length",
+       [](gguf::GgufWriter& w) { w.Set("qwen3moe.expert_feed_forward_length", gguf::Value(std::string("x"))); }},
+      {"missing", "blk.1.ffn_up_exps.weight' is missing", [](gguf::GgufWriter&) {},
+       [](const gguf::TensorInfo& t) { return t.name != "blk.1.ffn_up_exps.weight"; }},
+      {"misshapen", "expected [256, 256, 8]", [](gguf::GgufWriter&) {}, nullptr,
+       [](const gguf::TensorInfo& t) {
+         std::vector<uint64_t> s(t.ne.begin(), t.ne.begin() + t.n_dims);
+         if (t.name == "blk.2.ffn_gate_exps.weight") s = {256, 512, 4};  // same bytes, other shape
+         return s;
+       }},
+      {"arch", "architecture 'mamba9' is not supported",
+       [](gguf::GgufWriter& w) { w.Set("general.architecture", gguf::Value(std::string("mamba9"))); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tag);
+    const std::string path = EditedCopy(src, c.tag, c.edit, c.keep, c.reshape);
+    const Status st = LoadStatus(path);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(c.want), std::string::npos) << st.ToString();
+    std::remove(path.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace tandem
