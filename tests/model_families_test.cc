@@ -17,6 +17,7 @@
 #include "gguf/writer.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "synth/make_model.h"
 #include "test_support.h"
 
 namespace tandem {
@@ -152,6 +153,42 @@ TEST(ModelFamiliesTest, BadExpertCountsAndTensorsAreRefusedByName) {
     const Status st = LoadStatus(path);
     EXPECT_FALSE(st.ok());
     EXPECT_NE(st.message().find(c.want), std::string::npos) << st.ToString();
+    std::remove(path.c_str());
+  }
+}
+
+// make-model's new shapes carry every tensor and key the engine reads: shallow copies (fewer
+// layers, a small vocabulary, 16 experts instead of 128) load and decode, and their inspect-level
+// parameters are the shape's.
+TEST(ModelFamiliesTest, MadeModelsOfTheNewShapesLoadAndDecode) {
+  struct Case {
+    const char* shape;
+    uint32_t n_layer, n_expert;
+  };
+  for (const Case& c : {Case{"gemma-3-1b", 2, 0}, Case{"qwen3-30b-a3b", 1, 16}}) {
+    SCOPED_TRACE(c.shape);
+    std::optional<synth::ModelShape> shape = synth::FindShape(c.shape);
+    ASSERT_TRUE(shape.has_value());
+    shape->n_layer = c.n_layer;
+    shape->n_vocab = 512;
+    if (c.n_expert > 0) shape->n_expert = c.n_expert;
+    const std::string path = ::testing::TempDir() + "tandem_made_" + c.shape + "_" + std::to_string(getpid()) + ".gguf";
+    ASSERT_TRUE(synth::MakeModel({*shape, synth::FileType::kQ4_K_M, 1}, path).ok());
+    Result<model::Model> m = model::Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const model::ModelParams& p = m->params();
+    EXPECT_EQ(p.arch, shape->architecture);
+    EXPECT_EQ(p.n_embd, shape->n_embd);
+    EXPECT_EQ(p.head_dim, shape->head_dim);
+    EXPECT_EQ(p.n_swa, shape->sliding_window);
+    EXPECT_EQ(p.n_expert, shape->n_expert);
+    EXPECT_EQ(p.n_expert_used, shape->n_expert_used);
+    EXPECT_EQ(p.n_ff_exp, shape->n_ff_exp);
+    model::Context ctx(*m, 64, 2);
+    model::Batch b;
+    for (int i = 0; i < 8; ++i) b.Add(i * 7 + 1, i, 0, true);
+    ASSERT_TRUE(ctx.Decode(b).ok());
+    for (int64_t i = 0; i < ctx.n_logits() * p.n_vocab; ++i) ASSERT_TRUE(std::isfinite(ctx.logits()[i])) << i;
     std::remove(path.c_str());
   }
 }

@@ -14,6 +14,7 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
     std::string type = "f32";
     std::string out;
     uint64_t seed = 42;
+    uint32_t n_layer = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -26,6 +27,9 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("-o,--output", args->out, "Output GGUF file")->required();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--n-layer", args->n_layer,
+                  "Keep only this many layers of the shape (a shallower model of a big shape, for benchmarks)")
+      ->check(CLI::Range(1u, 4096u));
   cmd->callback([args, exit_code] {
     std::optional<synth::ModelShape> shape = synth::FindShape(args->shape);
     if (!shape) {
@@ -39,6 +43,7 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
                                "' (supported: " + synth::FileTypeNames() + ")");
       return;
     }
+    if (args->n_layer > 0) shape->n_layer = args->n_layer;
     synth::MakeModelOptions o{*shape, *type, args->seed};
     const bool tty = isatty(fileno(stderr));
     Status st = synth::MakeModel(o, args->out, [tty](size_t done, size_t total) {

@@ -71,7 +71,7 @@ Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
     // 3's are every 6th layer global and 10000.
     TANDEM_ASSIGN_OR_RETURN(p.n_swa, Positive(f, a + "attention.sliding_window"));
     p.swa_period = f.GetInt(a + "attention.sliding_window_pattern").value_or(6);
-    if (p.swa_period < 0 || p.swa_period > p.n_layer + 1) {
+    if (p.swa_period < 0 || p.swa_period > 65536) {
       return Status::Corruption("attention.sliding_window_pattern " + std::to_string(p.swa_period) + " is out of range");
     }
     p.rope_base_swa = static_cast<float>(f.GetFloat(a + "rope.freq_base_swa").value_or(10000.0));

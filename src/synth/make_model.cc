@@ -165,7 +165,8 @@ TensorType TensorTypeFor(FileType t, std::string_view name, uint32_t layer, uint
   if (is_output) {
     if (type != TensorType::kQ8_0) type = TensorType::kQ6_K;
   } else if (t == FileType::kQ4_K_M &&
-             (EndsWith(name, ".attn_v.weight") || EndsWith(name, ".ffn_down.weight")) &&
+             (EndsWith(name, ".attn_v.weight") || EndsWith(name, ".ffn_down.weight") ||
+              EndsWith(name, ".ffn_down_exps.weight")) &&
              UseMoreBits(layer, n_layer)) {
     type = TensorType::kQ6_K;
   }
@@ -195,6 +196,12 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
   w.Set(a + ".rope.freq_base", s.rope_freq_base);
   w.Set(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
   w.Set(a + ".vocab_size", s.n_vocab);
+  if (s.sliding_window > 0) w.Set(a + ".attention.sliding_window", s.sliding_window);
+  if (s.n_expert > 0) {
+    w.Set(a + ".expert_count", s.n_expert);
+    w.Set(a + ".expert_used_count", s.n_expert_used);
+    w.Set(a + ".expert_feed_forward_length", s.n_ff_exp);
+  }
   AddSyntheticVocab(w, s.n_vocab);
 
   const uint64_t q_dim = uint64_t{s.n_head} * s.head_dim;
@@ -208,6 +215,16 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
     return w.AddTensor(std::move(name), type, {fan_in, rows},
                        [type, fan_in, rows, seed, scale](std::span<uint8_t> out) {
                          return FillMatrix(out, type, fan_in, rows, seed, scale);
+                       });
+  };
+  // n_expert matrices of `rows` rows in one 3-D tensor [fan_in, rows, n_expert].
+  auto experts = [&](std::string name, uint64_t fan_in, uint64_t rows) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
+    const uint64_t seed = ++tensor_seed, all = rows * s.n_expert;
+    const TensorType type = TensorTypeFor(o.type, name, layer, s.n_layer, fan_in, s.tied_output);
+    return w.AddTensor(std::move(name), type, {fan_in, rows, s.n_expert},
+                       [type, fan_in, all, seed, scale](std::span<uint8_t> out) {
+                         return FillMatrix(out, type, fan_in, all, seed, scale);
                        });
   };
   auto vector = [&](std::string name, uint64_t n) {
@@ -233,15 +250,28 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
       TANDEM_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
       TANDEM_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
     }
-    if (s.architecture == "qwen3") {
+    if (s.architecture == "qwen3" || s.architecture == "qwen3moe" || s.architecture == "gemma3") {
       TANDEM_RETURN_IF_ERROR(vector(p + "attn_q_norm.weight", s.head_dim));
       TANDEM_RETURN_IF_ERROR(vector(p + "attn_k_norm.weight", s.head_dim));
     }
     TANDEM_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
+    if (s.architecture == "gemma3") TANDEM_RETURN_IF_ERROR(vector(p + "post_attention_norm.weight", s.n_embd));
     TANDEM_RETURN_IF_ERROR(vector(p + "ffn_norm.weight", s.n_embd));
-    TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
-    TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
-    TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+    if (s.n_expert > 0) {
+      // The router stays f32, as converted files keep it.
+      const uint64_t seed = ++tensor_seed;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
+      TANDEM_RETURN_IF_ERROR(w.AddTensor(p + "ffn_gate_inp.weight", TensorType::kF32, {s.n_embd, s.n_expert},
+                                         [seed, scale](std::span<uint8_t> out) { return FillUniform(out, seed, scale); }));
+      TANDEM_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp));
+      TANDEM_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp));
+      TANDEM_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd));
+    } else {
+      TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
+      TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
+      TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+    }
+    if (s.architecture == "gemma3") TANDEM_RETURN_IF_ERROR(vector(p + "post_ffw_norm.weight", s.n_embd));
   }
   TANDEM_RETURN_IF_ERROR(vector("output_norm.weight", s.n_embd));
   if (!s.tied_output) TANDEM_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));

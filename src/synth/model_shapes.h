@@ -1,5 +1,6 @@
-// Model shapes: the hyperparameters of well-known dense transformer models, for making
-// random-weight GGUF files (benchmarks and planning without downloads).
+// Model shapes: the hyperparameters of well-known transformer models (dense, sliding-window and
+// mixture-of-experts), for making random-weight GGUF files (benchmarks and planning without
+// downloads).
 //
 // Thread safety: constants and pure functions only.
 #pragma once
@@ -14,7 +15,7 @@ namespace tandem::synth {
 
 struct ModelShape {
   std::string_view name;          // "tinyllama-1.1b"
-  std::string_view architecture;  // GGUF general.architecture: "llama", "qwen2", "qwen3"
+  std::string_view architecture;  // GGUF general.architecture: "llama", "qwen2", "qwen3", "gemma3", "qwen3moe"
   uint32_t n_layer;
   uint32_t n_embd;
   uint32_t n_ff;
@@ -26,6 +27,8 @@ struct ModelShape {
   float rope_freq_base;
   float rms_eps;
   bool tied_output;  // no output.weight: the head reuses token_embd.weight
+  uint32_t sliding_window = 0;  // gemma3: the local layers' window
+  uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe
 };
 
 const std::vector<ModelShape>& KnownShapes();
