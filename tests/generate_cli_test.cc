@@ -119,6 +119,7 @@ TEST(GenerateCliTest, BenchJsonAndErrors) {
   EXPECT_EQ(j[0]["test"], "pp32");
   EXPECT_EQ(j[1]["test"], "tg8");
   EXPECT_GT(j[1]["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j[1]["weight_bytes_read_per_token"].get<uint64_t>(), 0u);
   RunResult missing = RunTandem({"run", "-m", "/nonexistent.gguf", "-p", "x"});
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.err.find("tandem: error:"), std::string::npos);

@@ -157,6 +157,31 @@ TEST(ModelFamiliesTest, BadExpertCountsAndTensorsAreRefusedByName) {
   }
 }
 
+// The weight bytes a decode step reads, from the tensor table: every tensor but the embedding (a
+// tied head reads it whole, as the output), and of each expert tensor n_expert_used / n_expert.
+TEST(ModelFamiliesTest, DecodeReadsOnlyTheChosenExpertsBytes) {
+  for (const char* name : {"tiny-q4_k_m.gguf", "tiny-gemma3-q4_k_m.gguf", "tiny-qwen3moe-q4_k_m.gguf"}) {
+    SCOPED_TRACE(name);
+    const std::string path = ModelFile(name);
+    TANDEM_REQUIRE_SHARED(path);
+    Result<model::Model> m = model::Model::Load(path);
+    ASSERT_TRUE(m.ok());
+    const model::ModelParams& p = m->params();
+    uint64_t want = 0;
+    for (const gguf::TensorInfo& t : m->file().tensors()) {
+      if (t.name == "token_embd.weight") {
+        if (m->file().FindTensor("output.weight") == nullptr) want += t.n_bytes;  // tied head
+      } else if (t.name.find("_exps.") != std::string::npos) {
+        want += t.n_bytes / p.n_expert * p.n_expert_used;
+      } else {
+        want += t.n_bytes;
+      }
+    }
+    EXPECT_EQ(m->DecodeWeightBytes(0, p.n_layer, true), want);
+    if (p.is_moe()) EXPECT_LT(m->DecodeWeightBytes(0, p.n_layer, true), m->weight_bytes() / 2);
+  }
+}
+
 // make-model's new shapes carry every tensor and key the engine reads: shallow copies (fewer
 // layers, a small vocabulary, 16 experts instead of 128) load and decode, and their inspect-level
 // parameters are the shape's.

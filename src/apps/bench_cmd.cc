@@ -10,6 +10,7 @@
 #include "apps/dist_flags.h"
 #include "apps/model_flags.h"
 #include "engine/bench.h"
+#include "kernels/speed.h"
 
 namespace tandem::apps {
 
@@ -19,6 +20,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     DistFlags dist;
     engine::BenchOptions bench;
     bool json = false;
+    bool roofline = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt processing and generation speed");
@@ -29,6 +31,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("-r,--repetitions", a->bench.repetitions, "Repetitions")->capture_default_str()
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->add_flag("--roofline", a->roofline,
+                "Also measure this machine's memory read bandwidth and show generation against its roofline "
+                "(bandwidth / weight bytes read per token)");
   cmd->callback([a, exit_code] {
     auto fail = [&](const Status& s) { *exit_code = ReportError(s.ToString()); };
     // The model alone: benchmarks need no tokenizer (random-weight models may have none).
@@ -48,6 +53,24 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     const std::vector<exec::StageInfo> stages = (*ex)->stages();
     const bool split = stages.size() > 1;
     const std::string name = std::filesystem::path(a->model.model).filename().string();
+    // What a generated token reads: every stage's weights (experts: only the chosen ones).
+    const uint64_t read = m->DecodeWeightBytes(0, m->params().n_layer, true);
+    char text[320];
+    std::snprintf(text, sizeof text, "weights read per generated token: %.1f MiB", read / 1048576.0);
+    std::string summary = text;
+    if (m->params().is_moe()) {
+      std::snprintf(text, sizeof text, " (%lld of %lld experts per layer; all weights: %.1f MiB)",
+                    static_cast<long long>(m->params().n_expert_used), static_cast<long long>(m->params().n_expert),
+                    m->weight_bytes() / 1048576.0);
+      summary += text;
+    }
+    const float gbps = a->roofline ? kernels::MeasureReadBandwidth(a->model.threads) : 0.0f;
+    const double roof = gbps * 1e9 / static_cast<double>(std::max<uint64_t>(read, 1));
+    if (a->roofline) {
+      std::snprintf(text, sizeof text, "\nmemory read bandwidth: %.1f GB/s (%d threads, 1 GiB); roofline %.2f tokens/s",
+                    gbps, a->model.threads, roof);
+      summary += text;
+    }
     nlohmann::json out = nlohmann::json::array();
     std::string breakdown_text;
     if (!a->json) {
@@ -81,6 +104,14 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                               {"type_v", a->model.cache_type_v}, {"tokens_per_s", r.mean},
                               {"stddev", r.stddev}, {"samples", r.tokens_per_s}};
         if (!breakdown.is_null()) row["per_token"] = breakdown;
+        if (r.test.rfind("tg", 0) == 0) {
+          row["weight_bytes_read_per_token"] = read;
+          if (a->roofline) {
+            row["read_bandwidth_gbps"] = gbps;
+            row["roofline_tokens_per_s"] = roof;
+            row["fraction_of_roofline"] = r.mean / roof;
+          }
+        }
         out.push_back(std::move(row));
       } else {
         char size[32];
@@ -91,8 +122,14 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     }
     if (a->json) {
       std::puts(out.dump(2).c_str());
-    } else if (!breakdown_text.empty()) {
-      std::printf("\nper generated token, by stage:\n%s", breakdown_text.c_str());
+    } else {
+      for (const engine::BenchResult& r : *results) {
+        if (!a->roofline || r.test.rfind("tg", 0) != 0) continue;
+        std::snprintf(text, sizeof text, "; %s at %.2f t/s is %.0f %% of it", r.test.c_str(), r.mean, 100 * r.mean / roof);
+        summary += text;
+      }
+      std::printf("\n%s\n", summary.c_str());
+      if (!breakdown_text.empty()) std::printf("\nper generated token, by stage:\n%s", breakdown_text.c_str());
     }
   });
 }

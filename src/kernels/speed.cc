@@ -40,4 +40,34 @@ float MeasureMatVecSpeed(int threads) {
   return static_cast<float>(w.size() * static_cast<double>(reps) / seconds / 1e9);
 }
 
+float MeasureReadBandwidth(int threads) {
+  using Clock = std::chrono::steady_clock;
+  const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n, 1);  // written once: every page is resident before timing
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8, 0);  // a cache line per thread
+  auto pass = [&] {
+    pool.Run([&](int t, int nt) {
+      const size_t b = n * t / nt, e = n * (t + 1) / nt;
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t i = b; i + 4 <= e; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      sums[static_cast<size_t>(t) * 8] += s0 + s1 + s2 + s3;
+    });
+  };
+  pass();
+  const auto t0 = Clock::now();
+  constexpr int kPasses = 4;
+  for (int r = 0; r < kPasses; ++r) pass();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  uint64_t total = 0;
+  for (uint64_t v : sums) total += v;
+  if (total == 0) return 0;  // keeps the sums alive
+  return static_cast<float>(static_cast<double>(n * sizeof(uint64_t)) * kPasses / seconds / 1e9);
+}
+
 }  // namespace tandem::kernels

@@ -11,4 +11,8 @@ namespace tandem::kernels {
 // Takes about 0.1-0.3 s.
 float MeasureMatVecSpeed(int threads);
 
+// GB/s at which `threads` threads read a 1 GiB buffer (each summing its share, several passes):
+// the memory bandwidth a decode step is bound by, for rooflines. Takes about 1 s.
+float MeasureReadBandwidth(int threads);
+
 }  // namespace tandem::kernels

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/mapped_file.h"
@@ -136,6 +137,29 @@ Status Model::Bind() {
     }
   }
   return Status::Ok();
+}
+
+uint64_t Model::DecodeWeightBytes(int64_t layer_begin, int64_t layer_end, bool head) const {
+  const ModelParams& p = params_;
+  auto bytes = [](const Matrix& m) -> uint64_t {
+    return m.data == nullptr ? 0 : quant::RowBytes(m.type, m.cols) * static_cast<uint64_t>(m.rows);
+  };
+  const uint64_t vec = sizeof(float);
+  uint64_t total = 0;
+  for (int64_t l = std::max<int64_t>(layer_begin, 0); l < std::min<int64_t>(layer_end, p.n_layer); ++l) {
+    const LayerWeights& w = layers[l];
+    total += bytes(w.wq) + bytes(w.wk) + bytes(w.wv) + bytes(w.wo);
+    total += vec * (2 * p.n_embd + (w.bq ? p.q_dim() + 2 * p.kv_dim() : 0) + (w.q_norm ? 2 * p.head_dim : 0) +
+                    (w.post_attn_norm ? 2 * p.n_embd : 0));
+    if (p.is_moe()) {
+      const uint64_t experts = bytes(w.gate_exps.all) + bytes(w.up_exps.all) + bytes(w.down_exps.all);
+      total += bytes(w.router) + experts / static_cast<uint64_t>(p.n_expert) * static_cast<uint64_t>(p.n_expert_used);
+    } else {
+      total += bytes(w.gate) + bytes(w.up) + bytes(w.down);
+    }
+  }
+  if (head) total += bytes(output) + vec * p.n_embd;
+  return total;
 }
 
 Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,

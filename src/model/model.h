@@ -72,6 +72,11 @@ class Model {
 
   // Bytes of weights mapped (for the memory report at load).
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of weights one decode step reads in layers [layer_begin, layer_end) and, with `head`,
+  // the output norm and head: every matrix and norm it multiplies with, and with experts the
+  // router and n_expert_used of the n_expert experts (the rest are never touched). The
+  // embedding's one row is left out. For bandwidth rooflines.
+  uint64_t DecodeWeightBytes(int64_t layer_begin, int64_t layer_end, bool head) const;
 
   // Copies the matrices that layers [layer_begin, layer_end) compute with, and the output head when
   // `head`, out of the file map into anonymous memory on transparent huge pages, and points the
