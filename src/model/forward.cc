@@ -94,6 +94,7 @@ void Context::Reserve(int64_t n) {
   const int64_t ff = std::max(p_.n_ff, p_.n_ff_exp);
   gate_.resize(n * ff);
   up_.resize(n * ff);
+  if (p_.ffn_act == FfnActivation::kGelu) gelu_.resize(n * ff);
   cells_.resize(n);
   if (p_.is_moe()) {
     router_.resize(n * p_.n_expert);
@@ -228,18 +229,22 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   for (int64_t t = 0; t < n; ++t) f.add(&x_[t * E], &tmp_[t * E], &x_[t * E], E);
 }
 
-namespace {
-
-// GELU, tanh approximation (Gemma's gelu_pytorch_tanh): y = gelu(gate) * up.
-void GeluMul(const float* gate, const float* up, float* y, int64_t n) {
+// gate = gelu(gate) * up with GELU's tanh approximation (Gemma's gelu_pytorch_tanh), written as
+// gelu(x) = x * sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), so the
+// kernels' vector exp does the work, on every thread.
+void Context::GeluMul(float* gate, const float* up, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    y[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * up[i];
-  }
+  float* e = gelu_.data();
+  pool_.Run([&](int t, int nt) {
+    const int64_t b = n * t / nt, end = n * (t + 1) / nt;
+    for (int64_t i = b; i < end; ++i) {
+      const float x = gate[i];
+      e[i] = -2.0f * kSqrt2OverPi * x * (1.0f + 0.044715f * x * x);
+    }
+    if (end > b) k_.attn.exp_sum(e + b, 0.0f, e + b, end - b);
+    for (int64_t i = b; i < end; ++i) gate[i] = gate[i] * up[i] / (1.0f + e[i]);
+  });
 }
-
-}  // namespace
 
 void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
   if (p_.is_moe()) return MixtureOfExperts(w, n, out);
@@ -249,7 +254,7 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
   mm(w.gate, xn_.data(), n, gate_.data());
   mm(w.up, xn_.data(), n, up_.data());
   if (p_.ffn_act == FfnActivation::kGelu) {
-    GeluMul(gate_.data(), up_.data(), gate_.data(), n * p_.n_ff);
+    GeluMul(gate_.data(), up_.data(), n * p_.n_ff);
   } else {
     k_.f.silu_mul(gate_.data(), up_.data(), gate_.data(), n * p_.n_ff);
   }

@@ -116,6 +116,7 @@ class Context {
   // The feed-forward block of layer `w` on xn_ (n normalised rows) into out (n rows).
   void FeedForward(const LayerWeights& w, int64_t n, float* out);
   void MixtureOfExperts(const LayerWeights& w, int64_t n, float* out);
+  void GeluMul(float* gate, const float* up, int64_t n);
   void PlanAttention(const Batch& batch);
   void Attention(int64_t il, const Batch& batch, int64_t n);
   void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, bool local);
@@ -136,7 +137,7 @@ class Context {
 
   // Activations for up to `reserved_` tokens.
   int64_t reserved_ = 0;
-  std::vector<float> x_, xn_, q_, k_buf_, v_buf_, att_, gate_, up_, tmp_;
+  std::vector<float> x_, xn_, q_, k_buf_, v_buf_, att_, gate_, up_, tmp_, gelu_;
   std::vector<int64_t> cells_;
   // Mixture of experts: router outputs, each token's chosen experts and weights, the tokens of
   // one expert gathered, and its outputs.

@@ -82,18 +82,7 @@ Result<SessionKeys> DeriveKeys(const Key& key, const Ephemeral& mine, const Publ
 // The payload size of a fixed-size message.
 template <typename M>
 uint32_t EncodedBytes(const M& m) {
-  std::vector<uint8_t> out;
-  Writer w(&out);
-  m.Encode(w);
-  return static_cast<uint32_t>(out.size());
-}
-
-template <typename M>
-std::vector<uint8_t> PayloadOf(const M& m) {
-  std::vector<uint8_t> out;
-  Writer w(&out);
-  m.Encode(w);
-  return out;
+  return static_cast<uint32_t>(EncodePayload(m).size());
 }
 
 // Reads one frame of type `t` (a Refused one becomes its reason) and keeps its payload.
@@ -169,7 +158,7 @@ Result<WorkerInfo> ClientHandshake(Socket& s, Role role, const std::optional<Key
   hello.role = role;
   randombytes_buf(hello.nonce.data(), hello.nonce.size());
   hello.ephemeral = eph.pk;
-  const std::vector<uint8_t> hello_bytes = PayloadOf(hello);
+  const std::vector<uint8_t> hello_bytes = EncodePayload(hello);
   TANDEM_RETURN_IF_ERROR(WriteMessage(s, MsgType::kHello, hello));
   std::vector<uint8_t> ch_bytes;
   TANDEM_RETURN_IF_ERROR(ReadRaw(s, MsgType::kChallenge, timeout_ms, kMaxWelcomeBytes, &ch_bytes));
@@ -242,7 +231,7 @@ Result<ServerHello> ServerHandshake(Socket& s, const std::optional<Key>& key, in
   ch.auth_required = key.has_value();
   randombytes_buf(ch.nonce.data(), ch.nonce.size());
   ch.ephemeral = eph.pk;
-  const std::vector<uint8_t> ch_bytes = PayloadOf(ch);
+  const std::vector<uint8_t> ch_bytes = EncodePayload(ch);
   TANDEM_RETURN_IF_ERROR(WriteMessage(s, MsgType::kChallenge, ch));
   ServerHello h;
   h.role = hello.role;
@@ -265,10 +254,7 @@ Status SendWelcome(Socket& s, const std::optional<Key>& key, const ServerHello& 
   Welcome w;
   w.info = info;
   if (key) {
-    std::vector<uint8_t> info_bytes;
-    Writer iw(&info_bytes);
-    info.Encode(iw);
-    w.proof = WorkerProof(*key, h.transcript, info_bytes);
+    w.proof = WorkerProof(*key, h.transcript, EncodePayload(info));
   }
   TANDEM_RETURN_IF_ERROR(WriteMessage(s, MsgType::kWelcome, w));
   if (key) {

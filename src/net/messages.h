@@ -226,6 +226,15 @@ struct Ping {
   static Result<Ping> Decode(std::span<const uint8_t> payload);
 };
 
+// The payload bytes of message `m` (no frame header).
+template <typename M>
+std::vector<uint8_t> EncodePayload(const M& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  m.Encode(w);
+  return out;
+}
+
 // Encodes a whole frame (header and payload) of message `m` of type `t` into `out` (cleared).
 template <typename M>
 void EncodeFrame(MsgType t, const M& m, std::vector<uint8_t>* out) {

@@ -9,10 +9,7 @@ namespace {
 
 template <typename M>
 std::vector<uint8_t> PayloadOf(const M& m) {
-  std::vector<uint8_t> out;
-  Writer w(&out);
-  m.Encode(w);
-  return out;
+  return EncodePayload(m);
 }
 
 Forward SampleForward() {
