@@ -182,6 +182,49 @@ TEST(ModelFamiliesTest, DecodeReadsOnlyTheChosenExpertsBytes) {
   }
 }
 
+// Mixtral-style llama files (llama.expert_count): with one expert, used by every token with weight
+// 1, a layer is exactly the dense llama layer whose FFN that expert is. tiny-q4_k_m rewritten that
+// way (each ffn_gate/up/down moved into a one-expert 3-D tensor, a router added) must give the
+// dense model's logits.
+TEST(ModelFamiliesTest, AOneExpertLlamaMoeEqualsTheDenseModel) {
+  const std::string src = ModelFile("tiny-q4_k_m.gguf");
+  TANDEM_REQUIRE_SHARED(src);
+  Result<gguf::GgufFile> f = gguf::GgufFile::Open(src);
+  ASSERT_TRUE(f.ok());
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : f->metadata()) w.Set(key, value);
+  w.Set("llama.expert_count", gguf::Value(uint32_t{1}));
+  w.Set("llama.expert_used_count", gguf::Value(uint32_t{1}));
+  for (const gguf::TensorInfo& t : f->tensors()) {
+    std::string name = t.name;
+    std::vector<uint64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
+    for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
+      const std::string dense = std::string(".") + part + ".weight";
+      if (name.size() > dense.size() && name.compare(name.size() - dense.size(), dense.size(), dense) == 0) {
+        name = name.substr(0, name.size() - dense.size()) + "." + part + "_exps.weight";
+        shape.push_back(1);
+      }
+    }
+    ASSERT_TRUE(w.AddTensor(name, t.type, shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes)).ok()) << name;
+    if (name.find(".ffn_norm.weight") != std::string::npos) {
+      const std::string router = name.substr(0, name.find(".ffn_norm.weight")) + ".ffn_gate_inp.weight";
+      ASSERT_TRUE(w.AddTensor(router, gguf::TensorType::kF32, {t.ne[0], 1}, std::vector<uint8_t>(t.ne[0] * 4, 0)).ok());
+    }
+  }
+  const std::string path = ::testing::TempDir() + "tandem_llama_moe1_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(w.Write(path).ok());
+  Result<model::Model> moe = model::Model::Load(path);
+  ASSERT_TRUE(moe.ok()) << moe.status().ToString();
+  EXPECT_TRUE(moe->params().is_moe());
+  EXPECT_EQ(moe->params().n_ff_exp, moe->params().n_ff);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % 512);
+  for (bool flash : {false, true}) {
+    EXPECT_EQ(Logits(path, tokens, flash), Logits(src, tokens, flash)) << (flash ? "flash" : "standard");
+  }
+  std::remove(path.c_str());
+}
+
 // make-model's new shapes carry every tensor and key the engine reads: shallow copies (fewer
 // layers, a small vocabulary, 16 experts instead of 128) load and decode, and their inspect-level
 // parameters are the shape's.
@@ -190,13 +233,14 @@ TEST(ModelFamiliesTest, MadeModelsOfTheNewShapesLoadAndDecode) {
     const char* shape;
     uint32_t n_layer, n_expert;
   };
-  for (const Case& c : {Case{"gemma-3-1b", 2, 0}, Case{"qwen3-30b-a3b", 1, 16}}) {
+  for (const Case& c : {Case{"gemma-3-1b", 2, 0}, Case{"qwen3-30b-a3b", 1, 16}, Case{"mixtral-8x7b", 1, 4}}) {
     SCOPED_TRACE(c.shape);
     std::optional<synth::ModelShape> shape = synth::FindShape(c.shape);
     ASSERT_TRUE(shape.has_value());
     shape->n_layer = c.n_layer;
     shape->n_vocab = 512;
     if (c.n_expert > 0) shape->n_expert = c.n_expert;
+    if (std::string(c.shape) == "mixtral-8x7b") shape->n_ff = shape->n_ff_exp = 1024;  // a small test file
     const std::string path = ::testing::TempDir() + "tandem_made_" + c.shape + "_" + std::to_string(getpid()) + ".gguf";
     ASSERT_TRUE(synth::MakeModel({*shape, synth::FileType::kQ4_K_M, 1}, path).ok());
     Result<model::Model> m = model::Model::Load(path);

@@ -85,11 +85,19 @@ Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
     TANDEM_ASSIGN_OR_RETURN(p.n_expert, Positive(f, a + "expert_count"));
     TANDEM_ASSIGN_OR_RETURN(p.n_expert_used, Positive(f, a + "expert_used_count"));
     TANDEM_ASSIGN_OR_RETURN(p.n_ff_exp, Positive(f, a + "expert_feed_forward_length"));
-    if (p.n_expert > 1024 || p.n_expert_used > p.n_expert) {
-      return Status::Corruption("expert_count " + std::to_string(p.n_expert) + " and expert_used_count " +
-                                std::to_string(p.n_expert_used) + " are out of range (1 <= used <= count <= 1024)");
-    }
     p.expert_weights_norm = true;  // Qwen3-MoE always renormalises the chosen experts' weights
+  }
+  if (p.arch == "llama" && f.Find(a + "expert_count")) {
+    // Mixtral-style: llama attention, experts as wide as feed_forward_length, and a softmax over
+    // the chosen experts' router logits, which is the renormalised top-k of the full softmax.
+    TANDEM_ASSIGN_OR_RETURN(p.n_expert, Positive(f, a + "expert_count"));
+    TANDEM_ASSIGN_OR_RETURN(p.n_expert_used, Positive(f, a + "expert_used_count"));
+    p.n_ff_exp = p.n_ff;
+    p.expert_weights_norm = true;
+  }
+  if (p.is_moe() && (p.n_expert > 1024 || p.n_expert_used > p.n_expert)) {
+    return Status::Corruption("expert_count " + std::to_string(p.n_expert) + " and expert_used_count " +
+                              std::to_string(p.n_expert_used) + " are out of range (1 <= used <= count <= 1024)");
   }
   if (f.Find(a + "vocab_size")) {
     TANDEM_ASSIGN_OR_RETURN(p.n_vocab, Positive(f, a + "vocab_size"));

@@ -9,6 +9,8 @@
 //            optional final logit soft-cap
 //   qwen3moe qwen3's attention with a mixture-of-experts FFN: a router, the top experts_used of
 //            n_expert SiLU-gated experts per token, their weights renormalised
+//   llama with llama.expert_count (Mixtral): llama's attention, the same experts, each as wide
+//            as feed_forward_length
 //
 // Thread safety: values.
 #pragma once

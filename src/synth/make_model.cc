@@ -200,7 +200,8 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
   if (s.n_expert > 0) {
     w.Set(a + ".expert_count", s.n_expert);
     w.Set(a + ".expert_used_count", s.n_expert_used);
-    w.Set(a + ".expert_feed_forward_length", s.n_ff_exp);
+    // Mixtral's llama files have no such key: their experts are feed_forward_length wide.
+    if (s.architecture != "llama") w.Set(a + ".expert_feed_forward_length", s.n_ff_exp);
   }
   AddSyntheticVocab(w, s.n_vocab);
 

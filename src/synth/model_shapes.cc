@@ -15,6 +15,7 @@ const std::vector<ModelShape>& KnownShapes() {
       {"dense-70b", "llama", 80, 8192, 28672, 64, 8, 128, 128256, 8192, 500000.0f, 1e-5f, false},
       {"gemma-3-1b", "gemma3", 26, 1152, 6912, 4, 1, 256, 262144, 32768, 1e6f, 1e-6f, true, 512},
       {"gemma-3-27b", "gemma3", 62, 5376, 21504, 32, 16, 128, 262144, 131072, 1e6f, 1e-6f, true, 1024},
+      {"mixtral-8x7b", "llama", 32, 4096, 14336, 32, 8, 128, 32000, 32768, 1e6f, 1e-5f, false, 0, 8, 2, 14336},
       {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1e6f, 1e-6f, false, 0, 128, 8, 768},
   };
   return kShapes;
