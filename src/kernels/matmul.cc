@@ -65,4 +65,55 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
   });
 }
 
+void MatVecBatch(const KernelTable& k, ThreadPool& pool, std::span<const MatVecJob> jobs, Scratch& scratch) {
+  if (jobs.empty()) return;
+  // Activations: one slot per job, shared with the previous job when its x and format are the same.
+  size_t need = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && k.of(jobs[j].wtype).act_type == k.of(jobs[j - 1].wtype).act_type;
+    if (!shared) need += quant::RowBytes(k.of(jobs[j].wtype).act_type, jobs[j].cols);
+  }
+  if (scratch.act.size() < need) scratch.act.resize(need);
+  // Offsets and the first global row of each job, kept on the stack for small batches.
+  constexpr size_t kMaxJobs = 64;
+  size_t act_at[kMaxJobs];
+  int64_t first_row[kMaxJobs + 1];
+  if (jobs.size() > kMaxJobs) {
+    for (size_t j0 = 0; j0 < jobs.size(); j0 += kMaxJobs) {
+      MatVecBatch(k, pool, jobs.subspan(j0, std::min(kMaxJobs, jobs.size() - j0)), scratch);
+    }
+    return;
+  }
+  size_t at = 0;
+  first_row[0] = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const TensorType act = k.of(jobs[j].wtype).act_type;
+    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && act == k.of(jobs[j - 1].wtype).act_type;
+    if (shared) {
+      act_at[j] = act_at[j - 1];
+    } else {
+      act_at[j] = at;
+      k.quantize_act[static_cast<uint32_t>(act)](jobs[j].x, scratch.act.data() + at, jobs[j].cols);
+      at += quant::RowBytes(act, jobs[j].cols);
+    }
+    first_row[j + 1] = first_row[j] + jobs[j].rows;
+  }
+  const uint8_t* a = scratch.act.data();
+  pool.ParallelFor(first_row[jobs.size()], kRowGranule, [&](int64_t begin, int64_t end) {
+    size_t j = static_cast<size_t>(std::upper_bound(first_row, first_row + jobs.size() + 1, begin) - first_row) - 1;
+    for (int64_t g = begin; g < end;) {
+      while (g >= first_row[j + 1]) ++j;
+      const MatVecJob& job = jobs[j];
+      const quant::VecDotFn dot = k.of(job.wtype).vec_dot;
+      const size_t row_bytes = quant::RowBytes(job.wtype, job.cols);
+      const uint8_t* wb = static_cast<const uint8_t*>(job.w);
+      const int64_t stop = std::min(end, first_row[j + 1]);
+      for (; g < stop; ++g) {
+        const int64_t i = g - first_row[j];
+        job.y[i] = dot(job.cols, wb + i * row_bytes, a + act_at[j]);
+      }
+    }
+  });
+}
+
 }  // namespace tandem::kernels

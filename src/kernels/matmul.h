@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -34,5 +35,20 @@ void MatVec(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
 void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
             int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
             Scratch& scratch);
+
+// One product of a batch: y[r] = W[r] . x for r < rows.
+struct MatVecJob {
+  TensorType wtype = TensorType::kF32;
+  const void* w = nullptr;
+  int64_t rows = 0, cols = 0;
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+
+// Every job of `jobs` in one pass of the pool, the rows of all of them split among the threads:
+// for many small products (the experts a decode step uses) one wake-up of the pool instead of
+// one per product. A job whose x and activation format equal the previous job's reuses its
+// quantized activations.
+void MatVecBatch(const KernelTable& k, ThreadPool& pool, std::span<const MatVecJob> jobs, Scratch& scratch);
 
 }  // namespace tandem::kernels

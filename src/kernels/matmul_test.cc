@@ -56,3 +56,58 @@ TEST(MatMulTest, MatchesRowByRowDots) {
 
 }  // namespace
 }  // namespace tandem::kernels
+
+namespace tandem::kernels {
+namespace {
+
+// A batch of products of different types, sizes and inputs (some sharing an input) gives each job
+// exactly what MatVec gives it alone, on every table and thread count.
+TEST(MatMulTest, MatVecBatchEqualsOneMatVecPerJob) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d;
+  struct Spec {
+    TensorType type;
+    int64_t rows, cols;
+    int input;  // jobs with the same input share x
+  };
+  const std::vector<Spec> specs = {{TensorType::kQ4_K, 40, 512, 0}, {TensorType::kQ4_K, 33, 512, 0},
+                                   {TensorType::kQ6_K, 7, 256, 1},  {TensorType::kQ8_0, 64, 512, 2},
+                                   {TensorType::kF16, 5, 64, 3},    {TensorType::kQ4_0, 19, 512, 2}};
+  std::vector<std::vector<uint8_t>> weights;
+  std::vector<std::vector<float>> inputs(4);
+  for (auto& x : inputs) {
+    x.resize(512);
+    for (float& v : x) v = d(rng);
+  }
+  for (const Spec& s : specs) {
+    std::vector<float> wf(s.rows * s.cols);
+    for (float& v : wf) v = d(rng);
+    const size_t rb = quant::RowBytes(s.type, s.cols);
+    weights.emplace_back(rb * s.rows);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      quant::ReferenceOps(s.type)->quantize_row(wf.data() + r * s.cols, weights.back().data() + r * rb, s.cols);
+    }
+  }
+  for (const KernelTable* k : Available()) {
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      Scratch scratch;
+      std::vector<std::vector<float>> got(specs.size()), want(specs.size());
+      std::vector<MatVecJob> jobs;
+      for (size_t j = 0; j < specs.size(); ++j) {
+        const Spec& s = specs[j];
+        want[j].resize(s.rows);
+        got[j].assign(s.rows, NAN);
+        MatVec(*k, pool, s.type, weights[j].data(), s.rows, s.cols, inputs[s.input].data(), want[j].data(), scratch);
+        jobs.push_back({s.type, weights[j].data(), s.rows, s.cols, inputs[s.input].data(), got[j].data()});
+      }
+      MatVecBatch(*k, pool, jobs, scratch);
+      for (size_t j = 0; j < specs.size(); ++j) {
+        EXPECT_EQ(got[j], want[j]) << IsaName(k->isa) << " threads " << threads << " job " << j;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels

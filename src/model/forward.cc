@@ -91,20 +91,22 @@ void Context::Reserve(int64_t n) {
   att_.resize(n * p_.q_dim());
   k_buf_.resize(n * p_.kv_dim());
   v_buf_.resize(n * p_.kv_dim());
-  const int64_t ff = std::max(p_.n_ff, p_.n_ff_exp);
-  gate_.resize(n * ff);
-  up_.resize(n * ff);
-  if (p_.ffn_act == FfnActivation::kGelu) gelu_.resize(n * ff);
+  // With experts a decode step holds every chosen expert's gate and up (n_expert_used rows).
+  const int64_t ff = std::max({n * p_.n_ff, n * p_.n_ff_exp, p_.n_expert_used * p_.n_ff_exp});
+  gate_.resize(ff);
+  up_.resize(ff);
+  if (p_.ffn_act == FfnActivation::kGelu) gelu_.resize(ff);
   cells_.resize(n);
   if (p_.is_moe()) {
     router_.resize(n * p_.n_expert);
     chosen_e_.resize(n * p_.n_expert_used);
     chosen_w_.resize(n * p_.n_expert_used);
     xe_.resize(n * p_.n_embd);
-    ye_.resize(n * p_.n_embd);
+    ye_.resize(std::max(n, p_.n_expert_used) * p_.n_embd);
     expert_rows_.resize(n * p_.n_expert_used);
     expert_begin_.resize(p_.n_expert + 1);
     expert_next_.resize(p_.n_expert);
+    expert_jobs_.resize(2 * p_.n_expert_used);
   }
   plan_seqs_.reserve(n);
   seq_begin_.reserve(n + 1);
@@ -283,6 +285,25 @@ void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
     for (int64_t j = 0; j < k; ++j) cursor[expert_next_[chosen_e_[t * k + j]]++] = t * k + j;
   }
   std::fill(out, out + n * E, 0.0f);
+  if (n == 1) {
+    // A decode step: k experts of one token, in two passes of the pool (gate and up of every
+    // chosen expert, then their downs) rather than three per expert.
+    kernels::MatVecJob* jobs = expert_jobs_.data();
+    for (int64_t j = 0; j < k; ++j) {
+      const Matrix g = w.gate_exps.Expert(chosen_e_[j]), u = w.up_exps.Expert(chosen_e_[j]);
+      jobs[2 * j] = {g.type, g.data, g.rows, g.cols, xn_.data(), &gate_[j * F]};
+      jobs[2 * j + 1] = {u.type, u.data, u.rows, u.cols, xn_.data(), &up_[j * F]};
+    }
+    kernels::MatVecBatch(k_, pool_, std::span(jobs, 2 * k), scratch_);
+    k_.f.silu_mul(gate_.data(), up_.data(), gate_.data(), k * F);
+    for (int64_t j = 0; j < k; ++j) {
+      const Matrix d = w.down_exps.Expert(chosen_e_[j]);
+      jobs[j] = {d.type, d.data, d.rows, d.cols, &gate_[j * F], &ye_[j * E]};
+    }
+    kernels::MatVecBatch(k_, pool_, std::span(jobs, k), scratch_);
+    for (int64_t j = 0; j < k; ++j) k_.f.axpy(chosen_w_[j], &ye_[j * E], out, E);
+    return;
+  }
   for (int64_t c = 0; c < ne; ++c) {
     const int64_t b = expert_begin_[c], m = expert_begin_[c + 1] - b;
     if (m == 0) continue;

@@ -145,6 +145,7 @@ class Context {
   std::vector<int32_t> chosen_e_;
   std::vector<int64_t> expert_rows_, expert_begin_, expert_next_;
   std::vector<int32_t>* expert_log_ = nullptr;
+  std::vector<kernels::MatVecJob> expert_jobs_;
 
   // Attention plan of the batch (PlanAttention), shared by every layer.
   std::vector<int32_t> plan_seqs_;   // the batch's distinct sequences, ascending
