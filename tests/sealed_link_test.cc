@@ -140,6 +140,39 @@ TEST_F(SealedLinkTest, ADroppedOrReplayedFrameEndsASealedLink) {
   }
 }
 
+// With a key every link is sealed, the one between the two workers included (the first worker
+// makes it with its own handshake): a two-worker pipeline gives the single node's logits, and its
+// workers' links carry no frame in the clear (the proxy in front of the second worker sees only
+// Sealed frames after the handshake).
+TEST_F(SealedLinkTest, ATwoWorkerSealedPipelineMatchesOneNode) {
+  pipeline::TestWorker a(TestKey()), b(TestKey());
+  TamperProxy proxy(b.w->port());
+  std::atomic<int> clear_after_handshake{0}, sealed{0};
+  auto watch = [&](size_t index, std::vector<uint8_t>& f) {
+    uint16_t type = 0;
+    std::memcpy(&type, f.data() + 4, 2);
+    if (type == static_cast<uint16_t>(net::MsgType::kSealed)) {
+      ++sealed;
+    } else if (index >= 2) {  // after Hello/Auth or Challenge/Welcome
+      ++clear_after_handshake;
+    }
+    return TamperProxy::Action::kForward;
+  };
+  proxy.SetRule(true, watch);
+  proxy.SetRule(false, watch);
+  std::string log;
+  pipeline::ExecutorOptions o = Options(a.addr(), TestKey(), &log);
+  o.workers = {a.addr(), proxy.addr()};
+  Result<std::unique_ptr<pipeline::Coordinator>> c = pipeline::Coordinator::Open(*model_, ModelFile(), o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Result<std::vector<float>> got = PromptLogits(**c);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, want_);
+  c->reset();
+  EXPECT_GT(sealed.load(), 4);
+  EXPECT_EQ(clear_after_handshake.load(), 0);
+}
+
 // The worker's free memory in its Welcome (the second frame it sends) set to 1 PiB: in the clear
 // the main node plans with it; with a key the worker's proof no longer matches.
 TEST_F(SealedLinkTest, AnEditedWorkerInfoIsRefusedWithAKey) {
