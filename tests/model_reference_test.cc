@@ -81,7 +81,10 @@ Compare CompareLogits(const std::vector<std::vector<float>>& ref, const float* o
 // The README's bounds for a comparison: float weights, quantized weights, and the third row
 // (quantized gemma3 and mixture-of-experts files, whose reference is noisier).
 enum class Bounds { kFloat, kQuantized, kNoisy };
-void ExpectWithin(const Compare& c, Bounds b, bool check_argmax) {
+// `whole_prompt`: the comparison covers every position. The 90th percentile is the README's over a
+// prompt's positions; on a prefix cut short by an expert swap (a handful of positions) it is the
+// maximum, which has its own bound, so it is checked only over the whole prompt.
+void ExpectWithin(const Compare& c, Bounds b, bool check_argmax, bool whole_prompt = true) {
   switch (b) {
     case Bounds::kFloat:
       EXPECT_LE(c.max_kl, 1e-3);
@@ -94,7 +97,7 @@ void ExpectWithin(const Compare& c, Bounds b, bool check_argmax) {
       break;
     case Bounds::kNoisy:
       EXPECT_LE(c.mean_kl, 1.5e-2);
-      EXPECT_LE(c.p90_kl, 1.5e-2);
+      if (whole_prompt) EXPECT_LE(c.p90_kl, 1.5e-2);
       EXPECT_LE(c.max_kl, 0.3);
       if (check_argmax) {
         EXPECT_EQ(c.wide_mismatches, 0);
@@ -108,14 +111,33 @@ void ExpectWithin(const Compare& c, Bounds b, bool check_argmax) {
 // (model::Context::set_expert_log: per layer, per position, k experts) differ in any layer: a
 // position that took other experts moves far, and so may every later one (it attends to the
 // moved one's keys and values).
+// The README: every first swap it saw had a router gap below 0.05 (flash on versus off). A Q8_0
+// cache rounds more than that reordering does; measured here: see the test's output.
+constexpr float kNearTieMargin = 0.05f;
+
+// Where two expert logs first differ: the first position whose set of experts differs in some
+// layer and, there, the first such layer (before it, both runs routed every token alike). The
+// order within a token's k experts does not count: it changes nothing but the order of a sum.
+// {n, 0} when they agree.
+std::pair<size_t, size_t> FirstExpertSwap(const std::vector<int32_t>& a, const std::vector<int32_t>& b, size_t n,
+                                          int64_t k) {
+  std::pair<size_t, size_t> first{n, 0};
+  for (size_t i = 0; i + k <= a.size() && i + k <= b.size(); i += k) {
+    std::vector<int32_t> x(a.begin() + i, a.begin() + i + k), y(b.begin() + i, b.begin() + i + k);
+    std::sort(x.begin(), x.end());
+    std::sort(y.begin(), y.end());
+    if (x == y) continue;
+    const size_t pos = (i / k) % n, layer = i / (k * n);
+    if (pos < first.first || (pos == first.first && layer < first.second)) first = {pos, layer};
+  }
+  return first;
+}
+
 std::vector<uint8_t> BeforeFirstExpertSwap(const std::vector<int32_t>& a, const std::vector<int32_t>& b, size_t n,
                                            int64_t k) {
-  size_t first = a.size() == b.size() ? n : 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (a[i] != b[i]) first = std::min(first, (i / k) % n);
-  }
+  const size_t first = a.size() == b.size() ? FirstExpertSwap(a, b, n, k).first : 0;
   std::vector<uint8_t> include(n, 0);
-  std::fill(include.begin(), include.begin() + first, 1);
+  std::fill(include.begin(), include.begin() + std::min(first, n), 1);
   return include;
 }
 
@@ -208,11 +230,22 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     if (cache_changed) {
       model::Context f16(*m, 256, 2);
       std::vector<int32_t> f16_experts;
-      f16.set_expert_log(&f16_experts);
+      std::vector<float> f16_margins;
+      f16.set_expert_log(&f16_experts, &f16_margins);
       ASSERT_TRUE(f16.Decode(batch).ok());
       f16_logits.assign(f16.logits(), f16.logits() + f16.n_logits() * n_vocab);
       if (m->params().is_moe()) {
-        include = BeforeFirstExpertSwap(f16_experts, experts, tokens.size(), m->params().n_expert_used);
+        const int64_t k = m->params().n_expert_used;
+        include = BeforeFirstExpertSwap(f16_experts, experts, tokens.size(), k);
+        // Up to the first swap both runs routed alike, so there the inputs differ only by the
+        // cache's rounding: the swap must be a near-tie of the F16 run's router. A real routing
+        // error would swap where the choice was clear.
+        const auto [pos, layer] = FirstExpertSwap(f16_experts, experts, tokens.size(), k);
+        if (pos < tokens.size()) {
+          const float margin = f16_margins[layer * tokens.size() + pos];
+          std::printf("[first swap: position %zu layer %zu, router margin %.4f] ", pos, layer, margin);
+          EXPECT_LT(margin, kNearTieMargin) << "experts swapped at position " << pos << ", layer " << layer;
+        }
       }
     }
     const Compare c = CompareLogits(ref, ctx.logits(), n_vocab, include);
@@ -222,12 +255,13 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
       std::printf(" (the first %d of %zu positions: position %d took other experts than with an f16 cache)", c.positions,
                   tokens.size(), c.positions);
     }
-    ExpectWithin(c, bounds, check_argmax);
+    const bool whole_prompt = c.positions == static_cast<int>(tokens.size());
+    ExpectWithin(c, bounds, check_argmax, whole_prompt);
     if (cache_changed) {
       const Compare self = CompareLogits(Rows(f16_logits.data(), static_cast<int64_t>(tokens.size()), n_vocab),
                                          ctx.logits(), n_vocab, include);
       std::printf("; vs our f16 cache: max KL %.2e mean KL %.2e", self.max_kl, self.mean_kl);
-      ExpectWithin(self, is_float ? Bounds::kFloat : noisy ? Bounds::kNoisy : Bounds::kQuantized, false);
+      ExpectWithin(self, is_float ? Bounds::kFloat : noisy ? Bounds::kNoisy : Bounds::kQuantized, false, whole_prompt);
     }
     std::printf("\n");
 

@@ -277,6 +277,17 @@ void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
     for (int64_t j = 0; j < k; ++j) ++expert_begin_[chosen_e_[t * k + j] + 1];
   }
   if (expert_log_ != nullptr) expert_log_->insert(expert_log_->end(), chosen_e_.begin(), chosen_e_.begin() + n * k);
+  if (margin_log_ != nullptr) {
+    for (int64_t t = 0; t < n; ++t) {
+      const float* prob = &router_[t * ne];  // the softmax, after SelectExperts
+      const int32_t* e = &chosen_e_[t * k];
+      float left_out = 0;
+      for (int32_t c = 0; c < ne; ++c) {
+        if (std::find(e, e + k, c) == e + k) left_out = std::max(left_out, prob[c]);
+      }
+      margin_log_->push_back(left_out > 0 ? std::log(prob[e[k - 1]]) - std::log(left_out) : INFINITY);
+    }
+  }
   // Counting sort of the (token, choice) pairs by expert.
   for (int64_t c = 0; c < ne; ++c) expert_begin_[c + 1] += expert_begin_[c];
   std::vector<int64_t>& cursor = expert_rows_;  // the (token, choice) pairs, by expert

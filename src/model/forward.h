@@ -99,9 +99,13 @@ class Context {
 
   KvCache& cache() { return cache_; }
   // For tests: every Forward from now on appends, for each mixture-of-experts layer it runs and
-  // each token of the batch, the n_expert_used experts chosen (most probable first). nullptr
-  // stops it.
-  void set_expert_log(std::vector<int32_t>* log) { expert_log_ = log; }
+  // each token of the batch, the n_expert_used experts chosen (most probable first) to `log` and,
+  // if given, the router's margin to `margins`: log p of the last chosen expert minus log p of
+  // the best one left out (how close the choice was to a tie). nullptr stops it.
+  void set_expert_log(std::vector<int32_t>* log, std::vector<float>* margins = nullptr) {
+    expert_log_ = log;
+    margin_log_ = margins;
+  }
   ThreadPool& pool() { return pool_; }
   const ContextOptions& options() const { return options_; }
 
@@ -145,6 +149,7 @@ class Context {
   std::vector<int32_t> chosen_e_;
   std::vector<int64_t> expert_rows_, expert_begin_, expert_next_;
   std::vector<int32_t>* expert_log_ = nullptr;
+  std::vector<float>* margin_log_ = nullptr;
   std::vector<kernels::MatVecJob> expert_jobs_;
 
   // Attention plan of the batch (PlanAttention), shared by every layer.
