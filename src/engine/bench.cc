@@ -31,7 +31,7 @@ Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector
     first.sample = true;
     sampling::SamplerParams greedy;
     greedy.temperature = 0;
-    first.sampler = greedy;
+    first.samplers.push_back({0, greedy, {}});
     exec::RunOptions step;
     step.sample = true;
     int32_t tok = static_cast<int32_t>(rng() % n_vocab);

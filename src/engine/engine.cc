@@ -92,10 +92,9 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
   }
   exec::RunOptions ro;
   ro.sample = true;
-  ro.sampler = sp;
-  ro.history = tokens;
-  ro.truncate_seq = 0;  // drop whatever follows the shared prefix (a no-op when nothing does)
-  ro.truncate_from = static_cast<int32_t>(reuse);
+  ro.samplers.push_back({0, sp, tokens});
+  // Drop whatever follows the shared prefix (a no-op when nothing does).
+  ro.truncate.push_back({0, static_cast<int32_t>(reuse)});
   exec::RunOutput out;
   cache_valid_ = false;  // until the run is known to have succeeded
   TANDEM_RETURN_IF_ERROR(ex.Run(batch, ro, &out));

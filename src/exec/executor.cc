@@ -14,21 +14,17 @@ Status LocalExecutor::Clear() {
   return Status::Ok();
 }
 
-Status LocalExecutor::Run(const model::Batch& b, const RunOptions& o, RunOutput* out) {
-  const int64_t row = LastMarkedRow(b);
-  if ((o.sample || o.logits) && row < 0) {
+Result<uint64_t> LocalExecutor::Submit(const model::Batch& b, const RunOptions& o) {
+  int64_t marked = 0;
+  for (uint8_t l : b.logits) marked += l ? 1 : 0;
+  if ((o.sample || o.logits) && marked == 0) {
     return Status::InvalidArgument("a result was asked for but no row is marked for logits");
   }
   StageStep step;
-  step.truncate_seq = o.truncate_seq;
-  step.truncate_from = o.truncate_from;
-  if (o.sampler) {
-    step.sampler = &*o.sampler;
-    step.history = &o.history;
-  }
+  step.truncate = &o.truncate;
+  step.samplers = &o.samplers;
   const int64_t n_vocab = model_.params().n_vocab;
   const bool split = b.size() > ubatch_;
-  out->token = -1;
   logits_.clear();
   TANDEM_RETURN_IF_ERROR(ForEachMicroBatch(b, ubatch_, &sub_, [&](const model::Batch& sub, int64_t i, int64_t) {
     TANDEM_RETURN_IF_ERROR(stage_.Forward(sub, nullptr, i == 0 ? step : StageStep{}));
@@ -36,17 +32,26 @@ Status LocalExecutor::Run(const model::Batch& b, const RunOptions& o, RunOutput*
     if (split) logits_.insert(logits_.end(), stage_.logits(), stage_.logits() + stage_.n_logits() * n_vocab);
     return Status::Ok();
   }));
-  if (split) {
-    out->logits = logits_.data();
-    out->n_rows = static_cast<int64_t>(logits_.size()) / n_vocab;
-  } else {
-    out->logits = stage_.logits();
-    out->n_rows = stage_.n_logits();
-  }
-  if (o.sample) {
-    TANDEM_ASSIGN_OR_RETURN(out->token, stage_.SampleRow(ResultSequence(b), {out->logits + row * n_vocab,
-                                                                            static_cast<size_t>(n_vocab)}));
-  }
+  const float* logits = split ? logits_.data() : stage_.logits();
+  Done d;
+  d.n_rows = split ? static_cast<int64_t>(logits_.size()) / n_vocab : stage_.n_logits();
+  if (o.sample) TANDEM_RETURN_IF_ERROR(stage_.SampleRows(b, logits, &d.tokens));
+  if (o.logits) d.logits.assign(logits, logits + d.n_rows * n_vocab);
+  const uint64_t ticket = ++next_ticket_;
+  done_.emplace(ticket, std::move(d));
+  return ticket;
+}
+
+Status LocalExecutor::Collect(uint64_t ticket, RunOutput* out) {
+  auto it = done_.find(ticket);
+  if (it == done_.end()) return Status::InvalidArgument("no batch in flight with ticket " + std::to_string(ticket));
+  collected_ = std::move(it->second);
+  done_.erase(it);
+  out->tokens = collected_.tokens;
+  out->token = collected_.tokens.empty() ? -1 : collected_.tokens.back();
+  out->logits = collected_.logits.empty() ? nullptr : collected_.logits.data();
+  out->n_rows = collected_.logits.empty() ? 0 : collected_.n_rows;
+  out->stage_ms.clear();
   return Status::Ok();
 }
 

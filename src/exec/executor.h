@@ -1,18 +1,24 @@
 // Executor: the whole model's forward pass as the engine sees it, on this machine alone
 // (LocalExecutor) or split over workers (Coordinator, dist/coordinator.h).
 //
-// One Run() takes a batch of tokens of one or more sequences. Before the batch, an optional
-// truncation drops a sequence's KV cells from a position on (every stage applies it in order
-// with the batch, so speculative decoding and resumption can rewind). The rows marked in
-// batch.logits produce logits when asked, and when asked the executor samples the next token
-// from the last marked row with that sequence's sampler (on the last stage: only the token id
-// travels back). The main node owns the committed tokens of every sequence: it configures a
-// sequence's sampler with its history, and the sampler then records each token it samples.
+// One Run() takes a batch of tokens of one or more sequences. Before the batch, optional
+// truncations drop sequences' KV cells from a position on (every stage applies them in order
+// with the batch, so speculative decoding, resumption and a server's cancelled requests can
+// rewind). The rows marked in batch.logits produce logits when asked, and when asked the
+// executor samples a token from every marked row with that row's sequence's sampler (on the last
+// stage: only the token ids travel back). The main node owns the committed tokens of every
+// sequence: it configures a sequence's sampler with its history, and the sampler then records
+// each token it samples.
 //
-// Thread safety: one Run() at a time.
+// Submit() and Collect() split a Run in two, so several batches can be in flight at once: a
+// pipeline computes batch i+1 on its first stage while batch i is on the next one. Batches are
+// computed in submission order on every stage; outputs can be collected in any order.
+//
+// Thread safety: one call at a time (Submit and Collect included).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,19 +32,16 @@
 namespace tandem::exec {
 
 struct RunOptions {
-  bool sample = false;   // sample a token from the last marked row
+  bool sample = false;   // sample a token from every marked row, in row order
   bool logits = false;   // return the logits of every marked row
-  int32_t truncate_seq = -1, truncate_from = 0;  // applied first (seq -1: none)
-  // When set: (re)configure the sampler of the sequence of the batch's last marked row, with
-  // these parameters and the sequence's tokens so far.
-  std::optional<sampling::SamplerParams> sampler;
-  std::vector<int32_t> history;
+  std::vector<Truncation> truncate;       // applied first, in order
+  std::vector<SequenceSampler> samplers;  // then these sequences' samplers (re)configured
 };
 
-
 struct RunOutput {
-  int32_t token = -1;              // when sampled
-  const float* logits = nullptr;   // n_rows x n_vocab, valid until the next Run
+  std::vector<int32_t> tokens;     // when sampled: one per marked row, in row order
+  int32_t token = -1;              // when sampled: the last of them
+  const float* logits = nullptr;   // n_rows x n_vocab, valid until the next Run or Collect
   int64_t n_rows = 0;
   std::vector<double> stage_ms;    // per stage, its compute time for this run, in pipeline order
                                    // (distributed runs; the wire carries it as stage_us)
@@ -53,7 +56,17 @@ struct StageInfo {
 class Executor {
  public:
   virtual ~Executor() = default;
-  virtual Status Run(const model::Batch& batch, const RunOptions& options, RunOutput* out) = 0;
+  // Starts computing `batch`; its output comes from Collect(ticket). Errors in the batch or its
+  // options are returned here and nothing is in flight for them.
+  virtual Result<uint64_t> Submit(const model::Batch& batch, const RunOptions& options) = 0;
+  // Waits for a submitted batch's output. Each ticket is collected once.
+  virtual Status Collect(uint64_t ticket, RunOutput* out) = 0;
+  Status Run(const model::Batch& batch, const RunOptions& options, RunOutput* out) {
+    TANDEM_ASSIGN_OR_RETURN(uint64_t t, Submit(batch, options));
+    return Collect(t, out);
+  }
+  // How many batches in flight keep every stage busy: the number of stages.
+  virtual int pipeline_depth() const { return static_cast<int>(stages().size()); }
   // Drops every sequence from the KV caches.
   virtual Status Clear() = 0;
   virtual int64_t n_ctx() const = 0;
@@ -69,7 +82,8 @@ class LocalExecutor : public Executor {
   // (0: AutoMicroBatch for one stage).
   LocalExecutor(const model::Model& model, int64_t n_ctx, int n_threads, int64_t ubatch = 0,
                 const model::ContextOptions& context = {});
-  Status Run(const model::Batch& batch, const RunOptions& options, RunOutput* out) override;
+  Result<uint64_t> Submit(const model::Batch& batch, const RunOptions& options) override;
+  Status Collect(uint64_t ticket, RunOutput* out) override;
   Status Clear() override;
   int64_t n_ctx() const override { return n_ctx_; }
   const model::ModelParams& params() const override { return model_.params(); }
@@ -82,6 +96,15 @@ class LocalExecutor : public Executor {
   Stage stage_;  // every layer: the first stage and the last
   model::Batch sub_;
   std::vector<float> logits_;
+  // Outputs computed by Submit and not yet collected (each holds its logits when asked).
+  struct Done {
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;
+    int64_t n_rows = 0;
+  };
+  std::map<uint64_t, Done> done_;
+  uint64_t next_ticket_ = 0;
+  Done collected_;  // the last collected output (its logits stay valid until the next)
 };
 
 }  // namespace tandem::exec

@@ -22,21 +22,6 @@ Result<int32_t> SamplerSet::SampleAndAccept(int32_t seq, std::span<const float> 
   return t;
 }
 
-int64_t LastMarkedRow(const model::Batch& b) {
-  int64_t row = -1, k = 0;
-  for (int64_t i = 0; i < b.size(); ++i) {
-    if (b.logits[i]) row = k++;
-  }
-  return row;
-}
-
-int32_t ResultSequence(const model::Batch& b) {
-  for (int64_t i = b.size() - 1; i >= 0; --i) {
-    if (b.logits[i]) return b.seq[i];
-  }
-  return b.seq.empty() ? 0 : b.seq.back();
-}
-
 int64_t AutoMicroBatch(int64_t n_tokens, int n_stages) {
   constexpr int64_t kMax = 512, kMin = 32, kGroup = 8;
   if (n_stages <= 1) return kMax;
@@ -64,44 +49,54 @@ Stage::Stage(const model::Model& model, int64_t n_ctx, int threads, int64_t laye
              int64_t layer_end, const model::ContextOptions& options)
     : model_(model), ctx_(model, n_ctx, threads, layer_begin, layer_end, options) {}
 
-Status Stage::ApplyStep(const StageStep& step, const model::Batch& batch) {
+Status Stage::ApplyStep(const StageStep& step) {
   if (step.clear_all) Clear();
-  if (step.truncate_seq >= 0) ctx_.cache().Truncate(step.truncate_seq, step.truncate_from);
-  if (step.sampler != nullptr && is_last()) {
+  if (step.truncate != nullptr) {
+    for (const Truncation& t : *step.truncate) ctx_.cache().Truncate(t.seq, t.from);
+  }
+  if (step.samplers != nullptr && is_last()) {
     // Token ids from the wire size the sampler's tables: each must be in the vocabulary.
     const int64_t n_vocab = model_.params().n_vocab;
-    for (const std::vector<int32_t>* ids : {step.history, &step.sampler->banned}) {
-      if (ids == nullptr) continue;
-      for (int32_t t : *ids) {
-        if (t < 0 || t >= n_vocab) {
-          return Status::InvalidArgument("sampler: token id " + std::to_string(t) + " is outside the vocabulary of " +
-                                         std::to_string(n_vocab));
+    for (const SequenceSampler& s : *step.samplers) {
+      for (const std::vector<int32_t>* ids : {&s.history, &s.params.banned}) {
+        for (int32_t t : *ids) {
+          if (t < 0 || t >= n_vocab) {
+            return Status::InvalidArgument("sampler: token id " + std::to_string(t) +
+                                           " is outside the vocabulary of " + std::to_string(n_vocab));
+          }
         }
       }
+      TANDEM_RETURN_IF_ERROR(samplers_.Configure(s.seq, s.params, s.history));
     }
-    static const std::vector<int32_t> kNone;
-    TANDEM_RETURN_IF_ERROR(samplers_.Configure(ResultSequence(batch), *step.sampler,
-                                               step.history ? *step.history : kNone));
   }
   return Status::Ok();
 }
 
 Status Stage::Forward(const model::Batch& batch, const float* hidden_in, const StageStep& step) {
-  TANDEM_RETURN_IF_ERROR(ApplyStep(step, batch));
+  TANDEM_RETURN_IF_ERROR(ApplyStep(step));
   return ctx_.Forward(batch, hidden_in);
 }
 
-Result<int32_t> Stage::Sample(const model::Batch& batch) {
-  const int64_t row = LastMarkedRow(batch);
-  if (!is_last() || row < 0 || row >= ctx_.n_logits()) {
-    return Status::InvalidArgument("no logits to sample from (not the last stage, or no row marked)");
+Status Stage::Sample(const model::Batch& batch, std::vector<int32_t>* tokens) {
+  if (!is_last()) return Status::InvalidArgument("only the last stage samples");
+  int64_t marked = 0;
+  for (uint8_t l : batch.logits) marked += l ? 1 : 0;
+  if (marked == 0 || marked != ctx_.n_logits()) {
+    return Status::InvalidArgument("no logits to sample from (no row marked, or another batch's logits)");
   }
-  const int64_t n_vocab = model_.params().n_vocab;
-  return SampleRow(ResultSequence(batch), {ctx_.logits() + row * n_vocab, static_cast<size_t>(n_vocab)});
+  return SampleRows(batch, ctx_.logits(), tokens);
 }
 
-Result<int32_t> Stage::SampleRow(int32_t seq, std::span<const float> logits) {
-  return samplers_.SampleAndAccept(seq, logits);
+Status Stage::SampleRows(const model::Batch& batch, const float* logits, std::vector<int32_t>* tokens) {
+  const size_t n_vocab = static_cast<size_t>(model_.params().n_vocab);
+  int64_t row = 0;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    if (!batch.logits[i]) continue;
+    TANDEM_ASSIGN_OR_RETURN(int32_t t, samplers_.SampleAndAccept(batch.seq[i], {logits + row * n_vocab, n_vocab}));
+    tokens->push_back(t);
+    ++row;
+  }
+  return Status::Ok();
 }
 
 void Stage::Clear() {

@@ -5,11 +5,12 @@
 // leaves in hidden() to the next stage's Forward, and the last stage's token back.
 //
 // What travels with a micro-batch (StageStep) is applied in a fixed order before computing it:
-// drop every sequence, truncate one sequence, (last stage) configure the sampler of the
-// sequence that asks for a token. Because every stage applies the same step with the same
-// micro-batch, caches stay consistent across the pipeline without any other message.
+// drop every sequence, truncate sequences, (last stage) configure samplers of sequences. Because
+// every stage applies the same step with the same micro-batch, caches stay consistent across the
+// pipeline without any other message.
 //
-// Which sequence a batch asks a token for is decided here and only here (ResultSequence).
+// The last stage samples one token for every row marked for logits, with the sampler of that
+// row's sequence, in row order (a server's batch: one token per sequence; a prompt: its last row).
 //
 // Thread safety: none; one call at a time (the owner serialises).
 #pragma once
@@ -25,14 +26,6 @@
 #include "sampling/sampler.h"
 
 namespace tandem::exec {
-
-// The row (among the batch's rows marked for logits, counted from 0) whose logits give the next
-// token: the last marked row. -1 when no row is marked.
-int64_t LastMarkedRow(const model::Batch& b);
-
-// The sequence that a batch asks the next token for: the sequence of its last marked row; with
-// no row marked, that of its last row (0 for an empty batch).
-int32_t ResultSequence(const model::Batch& b);
 
 // Splits `b` into consecutive micro-batches of at most `ubatch` rows (positions, sequences and
 // marks kept; tokens too when present) and calls fn(sub, begin, end) for each in order, stopping
@@ -50,11 +43,22 @@ Status ForEachMicroBatch(const model::Batch& b, int64_t ubatch, model::Batch* su
 // for any split into multiples of 8 (tested), so one node and a pipeline agree by default.
 int64_t AutoMicroBatch(int64_t n_tokens, int n_stages);
 
+// Drop the cells of `seq` at positions >= `from` (0: the whole sequence).
+struct Truncation {
+  int32_t seq = 0, from = 0;
+};
+
+// (Re)configure the sampler of `seq` with `params` and the sequence's tokens so far.
+struct SequenceSampler {
+  int32_t seq = 0;
+  sampling::SamplerParams params;
+  std::vector<int32_t> history;
+};
+
 struct StageStep {
-  bool clear_all = false;                         // drop every sequence first
-  int32_t truncate_seq = -1, truncate_from = 0;   // then drop seq's cells at pos >= from
-  const sampling::SamplerParams* sampler = nullptr;  // then (last stage) configure the sampler
-  const std::vector<int32_t>* history = nullptr;     // of ResultSequence with this history
+  bool clear_all = false;                                // drop every sequence first
+  const std::vector<Truncation>* truncate = nullptr;     // then these, in order
+  const std::vector<SequenceSampler>* samplers = nullptr;  // then (last stage) these
 };
 
 class Stage {
@@ -64,20 +68,22 @@ class Stage {
   Stage(const model::Model& model, int64_t n_ctx, int threads, int64_t layer_begin, int64_t layer_end,
         const model::ContextOptions& options);
 
-  // Applies `step` (see above) for `batch`: clear, truncate, configure the sampler. An error
-  // (a sampler the parameters do not make) leaves the cache changes applied.
-  Status ApplyStep(const StageStep& step, const model::Batch& batch);
+  // Applies `step` (see above): clear, truncate, configure samplers. An error (a sampler the
+  // parameters do not make) leaves the cache changes applied.
+  Status ApplyStep(const StageStep& step);
 
   // ApplyStep(step, batch), then computes `batch`: the first stage embeds batch.tokens (`hidden_in`
   // null), a later one takes the previous stage's output (batch.size() rows of n_embd floats).
   // Afterwards hidden() holds this stage's output, or (last stage) logits() the marked rows'.
   Status Forward(const model::Batch& batch, const float* hidden_in, const StageStep& step = {});
 
-  // Last stage, after Forward: samples the next token of ResultSequence(batch) from the last
-  // marked row and records it in that sequence's sampler.
-  Result<int32_t> Sample(const model::Batch& batch);
-  // The same from a logits row the caller gathered (a batch computed in several micro-batches).
-  Result<int32_t> SampleRow(int32_t seq, std::span<const float> logits);
+  // Last stage, after Forward: a token for every marked row of `batch` (in row order) from
+  // logits() with the sampler of the row's sequence, each recorded in its sampler; appended to
+  // `tokens`.
+  Status Sample(const model::Batch& batch, std::vector<int32_t>* tokens);
+  // The same from logits rows the caller gathered (a batch computed in several micro-batches):
+  // `logits` holds one row of n_vocab per marked row of `batch`.
+  Status SampleRows(const model::Batch& batch, const float* logits, std::vector<int32_t>* tokens);
 
   // Drops every sequence from the cache and every sampler.
   void Clear();

@@ -18,15 +18,6 @@ model::Batch MakeBatch(std::initializer_list<std::tuple<int32_t, int32_t, bool>>
   return b;
 }
 
-TEST(StageTest, ResultSequenceIsTheLastMarkedRowsSequence) {
-  EXPECT_EQ(ResultSequence(MakeBatch({{1, 3, true}, {2, 5, false}})), 3);
-  EXPECT_EQ(ResultSequence(MakeBatch({{1, 3, true}, {2, 5, true}, {3, 7, false}})), 5);
-  EXPECT_EQ(ResultSequence(MakeBatch({{1, 3, false}, {2, 5, false}})), 5);  // none marked: the last row's
-  EXPECT_EQ(ResultSequence(model::Batch{}), 0);
-  EXPECT_EQ(LastMarkedRow(MakeBatch({{1, 0, true}, {2, 0, false}, {3, 0, true}})), 1);
-  EXPECT_EQ(LastMarkedRow(MakeBatch({{1, 0, false}})), -1);
-}
-
 TEST(StageTest, MicroBatchesCoverTheBatchInOrder) {
   model::Batch b;
   for (int i = 0; i < 11; ++i) b.Add(100 + i, i, i % 2, i == 10);
@@ -89,10 +80,9 @@ TEST(StageTest, TwoStagesInARowEqualOneStage) {
 
   sampling::SamplerParams greedy;
   greedy.temperature = 0;
-  const std::vector<int32_t> history;
+  const std::vector<SequenceSampler> samplers = {{0, greedy, {}}};
   StageStep step;
-  step.sampler = &greedy;
-  step.history = &history;
+  step.samplers = &samplers;
   model::Batch b = MakeBatch({{1, 0, false}, {17, 0, false}, {42, 0, true}});
   ASSERT_TRUE(whole.Forward(b, nullptr, step).ok());
   ASSERT_TRUE(first.Forward(b, nullptr, step).ok());  // not last: no sampler, no error
@@ -102,15 +92,16 @@ TEST(StageTest, TwoStagesInARowEqualOneStage) {
   ASSERT_EQ(whole.n_logits(), 1);
   ASSERT_EQ(second.n_logits(), 1);
   EXPECT_EQ(std::memcmp(whole.logits(), second.logits(), V * sizeof(float)), 0);
-  Result<int32_t> t1 = whole.Sample(b), t2 = second.Sample(no_tokens);
-  ASSERT_TRUE(t1.ok() && t2.ok());
-  EXPECT_EQ(*t1, *t2);
-  EXPECT_FALSE(first.Sample(b).ok());  // only the last stage samples
+  std::vector<int32_t> t1, t2, t3;
+  ASSERT_TRUE(whole.Sample(b, &t1).ok() && second.Sample(no_tokens, &t2).ok());
+  ASSERT_EQ(t1.size(), 1u);
+  EXPECT_EQ(t1, t2);
+  EXPECT_FALSE(first.Sample(b, &t3).ok());  // only the last stage samples
 
   // Truncating position 2 and recomputing it gives the same logits again.
+  const std::vector<Truncation> truncate = {{0, 2}};
   StageStep again;
-  again.truncate_seq = 0;
-  again.truncate_from = 2;
+  again.truncate = &truncate;
   model::Batch last = MakeBatch({{42, 0, true}});
   last.pos[0] = 2;
   ASSERT_TRUE(first.Forward(last, nullptr, again).ok());
@@ -134,26 +125,28 @@ TEST(StageTest, HugeSamplerFieldsAreRefused) {
   ASSERT_TRUE(m.ok());
   Stage stage(*m, 32, 1, 0, -1, {});
   model::Batch b = MakeBatch({{1, 0, true}});
-  sampling::SamplerParams p;
-  std::vector<int32_t> history = {1, 2};
+  std::vector<SequenceSampler> samplers(1);
+  sampling::SamplerParams& p = samplers[0].params;
+  std::vector<int32_t>& history = samplers[0].history;
+  history = {1, 2};
   StageStep step;
-  step.sampler = &p;
-  step.history = &history;
+  step.samplers = &samplers;
   p.repeat_last_n = 1 << 30;
-  Status st = stage.ApplyStep(step, b);
+  Status st = stage.ApplyStep(step);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_NE(st.message().find("repeat_last_n"), std::string::npos) << st.ToString();
   p.repeat_last_n = 64;
   history = {1, 2147483646};
-  st = stage.ApplyStep(step, b);
+  st = stage.ApplyStep(step);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_NE(st.message().find("outside the vocabulary"), std::string::npos) << st.ToString();
   p.banned = {-5};
   history = {1};
-  EXPECT_FALSE(stage.ApplyStep(step, b).ok());
+  EXPECT_FALSE(stage.ApplyStep(step).ok());
   p.banned.clear();
   ASSERT_TRUE(stage.Forward(b, nullptr, step).ok());
-  EXPECT_TRUE(stage.Sample(b).ok());
+  std::vector<int32_t> tokens;
+  EXPECT_TRUE(stage.Sample(b, &tokens).ok());
 }
 
 }  // namespace

@@ -350,8 +350,11 @@ Result<Attach> Attach::Decode(std::span<const uint8_t> payload) {
 void Forward::Encode(Writer& w) const {
   w.U64(request);
   w.U8(flags);
-  w.I32(truncate_seq);
-  w.I32(truncate_from);
+  w.U32(static_cast<uint32_t>(truncate.size()));
+  for (const TruncateOp& t : truncate) {
+    w.I32(t.seq);
+    w.I32(t.from);
+  }
   const uint32_t n = static_cast<uint32_t>(seq.size());
   w.U32(n);
   w.U32(n_embd);
@@ -361,8 +364,9 @@ void Forward::Encode(Writer& w) const {
   w.Bytes(hidden.data(), hidden.size() * 4);
   w.U32(static_cast<uint32_t>(stage_us.size()));
   w.Bytes(stage_us.data(), stage_us.size() * 4);
-  if (flags & kHasSampler) {
-    const SamplerConfig& s = sampler;
+  w.U32(static_cast<uint32_t>(samplers.size()));
+  for (const SamplerConfig& s : samplers) {
+    w.I32(s.seq);
     w.F32(s.temperature);
     w.F32(s.top_p);
     w.F32(s.min_p);
@@ -381,13 +385,21 @@ void Forward::Encode(Writer& w) const {
 
 Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
   Parser p(payload, "Forward");
-  uint32_t n = 0;
+  uint32_t n = 0, nt = 0;
   p.Get(&m->request, "request");
   p.Get(&m->flags, "flags");
-  p.Check((m->flags & ~15u) == 0, "flags", "has unknown bits");
-  p.Get(&m->truncate_seq, "truncate_seq");
-  p.Get(&m->truncate_from, "truncate_from");
-  p.Check(m->truncate_seq >= -1 && m->truncate_from >= 0, "truncate", "is negative");
+  p.Check((m->flags & ~(kSample | kReturnLogits | kClearAll)) == 0, "flags", "has unknown bits");
+  p.Get(&nt, "truncate");
+  p.Check(nt <= kMaxSequenceOps, "truncate", "has " + std::to_string(nt) + " entries (limit " +
+                                                 std::to_string(kMaxSequenceOps) + ")");
+  m->truncate.clear();
+  for (uint32_t i = 0; p.ok() && i < nt; ++i) {
+    TruncateOp t;
+    p.Get(&t.seq, "truncate.seq");
+    p.Get(&t.from, "truncate.from");
+    p.Check(t.seq >= 0 && t.from >= 0, "truncate", "is negative");
+    m->truncate.push_back(t);
+  }
   p.Get(&n, "n_tokens");
   p.Check(n > 0 && n <= kMaxBatchTokens, "n_tokens", "is " + std::to_string(n) + " (1.." + std::to_string(kMaxBatchTokens) + ")");
   p.Get(&m->n_embd, "n_embd");
@@ -406,9 +418,16 @@ Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
   p.Get(&stages, "stages");
   p.Check(stages <= 256, "stages", "is out of range");
   p.Array(&m->stage_us, stages, "stage_us");
-  if (p.ok() && (m->flags & kHasSampler)) {
-    SamplerConfig& s = m->sampler;
+  uint32_t ns = 0;
+  p.Get(&ns, "samplers");
+  p.Check(ns <= kMaxSequenceOps, "samplers", "has " + std::to_string(ns) + " entries (limit " +
+                                                  std::to_string(kMaxSequenceOps) + ")");
+  if (p.ok()) m->samplers.resize(ns);
+  for (uint32_t i = 0; p.ok() && i < ns; ++i) {
+    SamplerConfig& s = m->samplers[i];
     uint32_t nh = 0;
+    p.Get(&s.seq, "sampler.seq");
+    p.Check(s.seq >= 0, "sampler.seq", "is negative");
     p.Get(&s.temperature, "temperature");
     p.Get(&s.top_p, "top_p");
     p.Get(&s.min_p, "min_p");
@@ -448,7 +467,8 @@ Result<Forward> Forward::Decode(std::span<const uint8_t> payload) {
 
 void ResultMsg::Encode(Writer& w) const {
   w.U64(request);
-  w.I32(token);
+  w.U32(static_cast<uint32_t>(tokens.size()));
+  w.Bytes(tokens.data(), tokens.size() * 4);
   w.U32(n_vocab);
   w.U32(n_vocab == 0 ? 0 : static_cast<uint32_t>(logits.size() / n_vocab));
   w.Bytes(logits.data(), logits.size() * 4);
@@ -458,10 +478,14 @@ void ResultMsg::Encode(Writer& w) const {
 Result<ResultMsg> ResultMsg::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "Result");
   ResultMsg m;
-  uint32_t rows = 0, stages = 0;
+  uint32_t rows = 0, stages = 0, nt = 0;
   p.Get(&m.request, "request");
-  p.Get(&m.token, "token");
-  p.Check(m.token >= -1, "token", "is negative");
+  p.Get(&nt, "tokens");
+  p.Check(nt <= kMaxBatchTokens, "tokens", "is out of range");
+  p.Array(&m.tokens, nt, "tokens");
+  if (p.ok()) {
+    for (int32_t t : m.tokens) p.Check(t >= 0, "tokens", "holds a negative token id");
+  }
   p.Get(&m.n_vocab, "n_vocab");
   p.Check(m.n_vocab <= kMaxVocab, "n_vocab", "is out of range");
   p.Get(&rows, "rows");

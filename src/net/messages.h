@@ -165,8 +165,9 @@ struct Attach {
   static Result<Attach> Decode(std::span<const uint8_t> payload);
 };
 
-// Sampling settings that travel with the first Forward of a sequence to the last stage.
+// Sampling settings that travel with a sequence's first Forward to the last stage.
 struct SamplerConfig {
+  int32_t seq = 0;  // the sequence whose sampler this (re)configures
   float temperature = 0, top_p = 1, min_p = 0, repeat_penalty = 1, frequency_penalty = 0,
         presence_penalty = 0;
   int32_t top_k = 0, repeat_last_n = 0;
@@ -175,25 +176,29 @@ struct SamplerConfig {
   std::vector<int32_t> banned;   // tokens never sampled (--ignore-eos), at most kMaxBannedTokens
 };
 
-// One batch of a sequence's tokens, as hidden states, on its way down the pipeline.
+// Drop the cells of `seq` at positions >= `from`.
+struct TruncateOp {
+  int32_t seq = 0, from = 0;
+};
+
+// One batch of tokens of one or more sequences, as hidden states, on its way down the pipeline.
 struct Forward {
   enum Flags : uint8_t {
-    kSample = 1,        // the last stage samples a token from the last row marked for logits
+    kSample = 1,        // the last stage samples a token from every row marked for logits
     kReturnLogits = 2,  // the last stage returns the logits of the marked rows
-    kHasSampler = 4,    // `sampler` (re)configures the sequence's sampler first
     kClearAll = 8,      // every stage drops every sequence's cells (and samplers) first
   };
   uint64_t request = 0;   // chosen by the main node; echoed in Result and Error
   uint8_t flags = 0;
-  // Applied by every stage before the batch: drop cells of truncate_seq at positions >=
-  // truncate_from (truncate_seq -1: none).
-  int32_t truncate_seq = -1, truncate_from = 0;
+  // Applied by every stage before the batch, in order: the truncations, then (last stage) the
+  // samplers. At most kMaxSequenceOps of each.
+  std::vector<TruncateOp> truncate;
+  std::vector<SamplerConfig> samplers;
   std::vector<int32_t> seq, pos;
   std::vector<uint8_t> wants_logits;  // per row, 1: the head runs on it (model::Batch::logits)
   uint32_t n_embd = 0;
   std::vector<float> hidden;    // seq.size() * n_embd
   std::vector<uint32_t> stage_us;  // compute time of each stage so far, microseconds
-  SamplerConfig sampler;        // when flags & kHasSampler
   void Encode(Writer& w) const;
   static Result<Forward> Decode(std::span<const uint8_t> payload);
   // Decodes into an existing message, reusing its vectors' memory (no allocation once warm).
@@ -202,7 +207,7 @@ struct Forward {
 
 struct ResultMsg {
   uint64_t request = 0;
-  int32_t token = -1;           // sampled token (-1: none asked)
+  std::vector<int32_t> tokens;  // sampled tokens, one per marked row in row order (kSample)
   uint32_t n_vocab = 0;
   std::vector<float> logits;    // rows of n_vocab, when asked
   // Per-stage time spent on this request, microseconds, appended by each stage in order.

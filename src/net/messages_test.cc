@@ -15,19 +15,22 @@ std::vector<uint8_t> PayloadOf(const M& m) {
 Forward SampleForward() {
   Forward f;
   f.request = 77;
-  f.flags = Forward::kSample | Forward::kHasSampler;
-  f.truncate_seq = 3;
-  f.truncate_from = 10;
+  f.flags = Forward::kSample;
+  f.truncate = {{3, 10}, {5, 0}};
   f.seq = {3, 3};
   f.pos = {10, 11};
   f.wants_logits = {0, 1};
   f.n_embd = 4;
   f.hidden = {1, 2, 3, 4, 5, 6, 7, -8.5f};
-  f.sampler.temperature = 0.7f;
-  f.sampler.top_k = 40;
-  f.sampler.seed = 1234;
-  f.sampler.history = {1, 2, 3};
-  f.sampler.banned = {2, 7};
+  f.samplers.resize(2);
+  f.samplers[0].seq = 3;
+  f.samplers[0].temperature = 0.7f;
+  f.samplers[0].top_k = 40;
+  f.samplers[0].seed = 1234;
+  f.samplers[0].history = {1, 2, 3};
+  f.samplers[0].banned = {2, 7};
+  f.samplers[1].seq = 9;
+  f.samplers[1].history = {4};
   return f;
 }
 
@@ -37,16 +40,23 @@ TEST(MessagesTest, ForwardRoundTrips) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->request, 77u);
   EXPECT_EQ(g->flags, f.flags);
-  EXPECT_EQ(g->truncate_seq, 3);
-  EXPECT_EQ(g->truncate_from, 10);
+  ASSERT_EQ(g->truncate.size(), 2u);
+  EXPECT_EQ(g->truncate[0].seq, 3);
+  EXPECT_EQ(g->truncate[0].from, 10);
+  EXPECT_EQ(g->truncate[1].seq, 5);
+  EXPECT_EQ(g->truncate[1].from, 0);
   EXPECT_EQ(g->seq, f.seq);
   EXPECT_EQ(g->pos, f.pos);
   EXPECT_EQ(g->wants_logits, f.wants_logits);
   EXPECT_EQ(g->hidden, f.hidden);
-  EXPECT_EQ(g->sampler.history, f.sampler.history);
-  EXPECT_EQ(g->sampler.banned, f.sampler.banned);
-  EXPECT_EQ(g->sampler.seed, 1234u);
-  EXPECT_FLOAT_EQ(g->sampler.temperature, 0.7f);
+  ASSERT_EQ(g->samplers.size(), 2u);
+  EXPECT_EQ(g->samplers[0].seq, 3);
+  EXPECT_EQ(g->samplers[0].history, f.samplers[0].history);
+  EXPECT_EQ(g->samplers[0].banned, f.samplers[0].banned);
+  EXPECT_EQ(g->samplers[0].seed, 1234u);
+  EXPECT_FLOAT_EQ(g->samplers[0].temperature, 0.7f);
+  EXPECT_EQ(g->samplers[1].seq, 9);
+  EXPECT_EQ(g->samplers[1].history, f.samplers[1].history);
 }
 
 TEST(MessagesTest, HandshakeAndControlRoundTrip) {
@@ -89,14 +99,17 @@ TEST(MessagesTest, HandshakeAndControlRoundTrip) {
 
   ResultMsg r;
   r.request = 2;
-  r.token = 17;
+  r.tokens = {17, 4};
   r.n_vocab = 3;
   r.logits = {1, 2, 3, 4, 5, 6};
   r.stage_us = {10, 20};
   Result<ResultMsg> r2 = ResultMsg::Decode(PayloadOf(r));
   ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->tokens, r.tokens);
   EXPECT_EQ(r2->logits, r.logits);
   EXPECT_EQ(r2->stage_us, r.stage_us);
+  r.tokens = {-3};
+  EXPECT_FALSE(ResultMsg::Decode(PayloadOf(r)).ok());
 }
 
 TEST(MessagesTest, RejectsEveryTruncationAndTrailingBytes) {
@@ -125,10 +138,28 @@ TEST(MessagesTest, RejectsOutOfRangeFields) {
   // A token count beyond the limit is refused before anything is allocated.
   std::vector<uint8_t> p = PayloadOf(SampleForward());
   const uint32_t huge = kMaxBatchTokens + 1;
-  std::memcpy(p.data() + 8 + 1 + 4 + 4, &huge, 4);
+  std::memcpy(p.data() + 8 + 1 + 4 + 2 * 8, &huge, 4);  // after request, flags, 2 truncations
   Result<Forward> g = Forward::Decode(p);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("n_tokens"), std::string::npos) << g.status().ToString();
+  // So is a truncation or sampler count beyond kMaxSequenceOps, and a negative sequence.
+  p = PayloadOf(SampleForward());
+  const uint32_t many = kMaxSequenceOps + 1;
+  std::memcpy(p.data() + 8 + 1, &many, 4);
+  g = Forward::Decode(p);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("truncate"), std::string::npos) << g.status().ToString();
+  f = SampleForward();
+  f.samplers.resize(kMaxSequenceOps + 1);
+  g = Forward::Decode(PayloadOf(f));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("samplers"), std::string::npos) << g.status().ToString();
+  f = SampleForward();
+  f.samplers[1].seq = -1;
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
+  f = SampleForward();
+  f.truncate[0].from = -1;
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
 
   LoadModel l;
   l.layer_begin = 5;

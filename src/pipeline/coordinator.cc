@@ -105,6 +105,8 @@ struct Coordinator::Impl {
   bool closing = false;
   bool pending_clear = false;  // the next Run tells every stage to drop all sequences
   uint64_t next_request = 0;
+  uint64_t next_ticket = 0;
+  std::map<uint64_t, std::vector<uint64_t>> tickets;  // submitted batch -> requests to collect
   std::thread pinger;
   std::vector<std::thread> streamers;  // weights to workers without a copy
 
@@ -397,7 +399,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   return c;
 }
 
-Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::RunOutput* out) {
+Result<uint64_t> Coordinator::Submit(const model::Batch& b, const exec::RunOptions& o) {
   Impl& m = *impl_;
   const model::ModelParams& p = m.model->params();
   const int64_t n = b.size();
@@ -406,20 +408,23 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
       static_cast<int64_t>(b.logits.size()) != n) {
     return Status::InvalidArgument("batch fields have different lengths");
   }
+  if (o.truncate.size() > net::kMaxSequenceOps || o.samplers.size() > net::kMaxSequenceOps) {
+    return Status::InvalidArgument("more than " + std::to_string(net::kMaxSequenceOps) +
+                                   " truncations or samplers in one batch");
+  }
   {
     std::lock_guard<std::mutex> lock(m.mu);
     if (m.failure) return *m.failure;
   }
-  int64_t last_marked = -1;
-  for (int64_t i = 0; i < n; ++i) if (b.logits[i]) last_marked = i;
-  if ((o.sample || o.logits) && last_marked < 0) {
+  bool any_marked = false;
+  for (uint8_t l : b.logits) any_marked = any_marked || l;
+  if ((o.sample || o.logits) && !any_marked) {
     return Status::InvalidArgument("a result was asked for but no row is marked for logits");
   }
-  // The main node's stage gets the truncation directly (a clear was applied by Clear()); the
+  // The main node's stage gets the truncations directly (a clear was applied by Clear()); the
   // workers get both with the first micro-batch, in order with the data.
   exec::StageStep local;
-  local.truncate_seq = o.truncate_seq;
-  local.truncate_from = o.truncate_from;
+  local.truncate = &o.truncate;
   std::vector<uint64_t> expect;
   const int64_t ubatch =
       m.o.ubatch > 0 ? m.o.ubatch : exec::AutoMicroBatch(n, static_cast<int>(m.plan.stages.size()));
@@ -433,18 +438,14 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
     f.request = ++m.next_request;
     f.flags = 0;
     if (marked && o.logits) f.flags |= net::Forward::kReturnLogits;
-    if (o.sample && last_marked >= i && last_marked < e) f.flags |= net::Forward::kSample;
-    f.truncate_seq = -1;
-    f.truncate_from = 0;
+    if (marked && o.sample) f.flags |= net::Forward::kSample;
+    f.truncate.clear();
+    f.samplers.clear();
     if (i == 0) {
       if (m.pending_clear) f.flags |= net::Forward::kClearAll;
       m.pending_clear = false;
-      f.truncate_seq = o.truncate_seq;
-      f.truncate_from = o.truncate_seq >= 0 ? o.truncate_from : 0;
-      if (o.sampler) {
-        f.flags |= net::Forward::kHasSampler;
-        f.sampler = ToWire(*o.sampler, o.history);
-      }
+      for (const exec::Truncation& t : o.truncate) f.truncate.push_back({t.seq, t.from});
+      for (const exec::SequenceSampler& s : o.samplers) f.samplers.push_back(ToWire(s.seq, s.params, s.history));
     }
     f.seq = sub.seq;
     f.pos = sub.pos;
@@ -457,13 +458,28 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
     if (f.flags & (net::Forward::kSample | net::Forward::kReturnLogits)) expect.push_back(f.request);
     return Status::Ok();
   }));
+  const uint64_t ticket = ++m.next_ticket;
+  m.tickets.emplace(ticket, std::move(expect));
+  return ticket;
+}
 
+Status Coordinator::Collect(uint64_t ticket, exec::RunOutput* out) {
+  Impl& m = *impl_;
+  const model::ModelParams& p = m.model->params();
+  auto t = m.tickets.find(ticket);
+  if (t == m.tickets.end()) return Status::InvalidArgument("no batch in flight with ticket " + std::to_string(ticket));
+  const std::vector<uint64_t> expect = std::move(t->second);
+  m.tickets.erase(t);
+  out->tokens.clear();
   out->token = -1;
   out->n_rows = 0;
   out->stage_ms.clear();
   m.logits.clear();
+  Status first_error;
   for (uint64_t req : expect) {
-    TANDEM_RETURN_IF_ERROR(m.Wait([&] { return m.results.count(req) > 0; }));
+    // Every expected result is taken out of the map, even after an error.
+    Status st = m.Wait([&] { return m.results.count(req) > 0; });
+    if (!st.ok()) return st;
     Result<net::ResultMsg> r = [&] {
       std::lock_guard<std::mutex> lock(m.mu);
       auto it = m.results.find(req);
@@ -471,8 +487,11 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
       m.results.erase(it);
       return v;
     }();
-    if (!r.ok()) return r.status();
-    if (r->token >= 0) out->token = r->token;
+    if (!r.ok()) {
+      if (first_error.ok()) first_error = r.status();
+      continue;
+    }
+    out->tokens.insert(out->tokens.end(), r->tokens.begin(), r->tokens.end());
     if (!r->logits.empty()) {
       if (r->n_vocab != p.n_vocab) return Status::Corruption("a worker returned logits of the wrong width");
       m.logits.insert(m.logits.end(), r->logits.begin(), r->logits.end());
@@ -480,9 +499,10 @@ Status Coordinator::Run(const model::Batch& b, const exec::RunOptions& o, exec::
     out->stage_ms.clear();
     for (uint32_t us : r->stage_us) out->stage_ms.push_back(us / 1000.0);
   }
+  TANDEM_RETURN_IF_ERROR(first_error);
   out->n_rows = static_cast<int64_t>(m.logits.size() / p.n_vocab);
   out->logits = m.logits.data();
-  if (o.sample && out->token < 0) return Status::Internal("the last stage returned no token");
+  if (!out->tokens.empty()) out->token = out->tokens.back();
   return Status::Ok();
 }
 

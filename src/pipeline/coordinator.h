@@ -67,7 +67,8 @@ class Coordinator : public exec::Executor {
                                                    const ExecutorOptions& options);
   ~Coordinator() override;
 
-  Status Run(const model::Batch& batch, const exec::RunOptions& options, exec::RunOutput* out) override;
+  Result<uint64_t> Submit(const model::Batch& batch, const exec::RunOptions& options) override;
+  Status Collect(uint64_t ticket, exec::RunOutput* out) override;
   Status Clear() override;
   int64_t n_ctx() const override;
   const model::ModelParams& params() const override;

@@ -38,10 +38,11 @@ void RunAll(exec::Executor& e, std::vector<float>* logits, std::vector<int32_t>*
   o.sample = true;
   sampling::SamplerParams greedy;
   greedy.temperature = 0;
-  o.sampler = greedy;
+  o.samplers.push_back({0, greedy, {}});
   exec::RunOutput out;
   ASSERT_TRUE(e.Run(b, o, &out).ok());
   ASSERT_EQ(out.n_rows, 12);
+  ASSERT_EQ(out.tokens.size(), 12u);  // every marked row sampled
   logits->assign(out.logits, out.logits + out.n_rows * V);
   int32_t pos = 12;
   for (int i = 0; i < 8; ++i) {
@@ -157,11 +158,10 @@ std::vector<std::vector<float>> ClearTruncateScript(exec::Executor& e, Status* o
   // Rewind to position 10 and recompute the rest.
   model::Batch tail;
   for (int i = 10; i < 20; ++i) tail.Add(b.tokens[i], i, 0, i == 19);
-  lo.truncate_seq = 0;
-  lo.truncate_from = 10;
+  lo.truncate = {{0, 10}};
   run(tail, lo);
   // Without a clear the context overflows.
-  lo.truncate_seq = -1;
+  lo.truncate.clear();
   *overflow = e.Run(b, lo, &out);
   return seen;
 }

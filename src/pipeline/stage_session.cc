@@ -473,15 +473,13 @@ class StageSession::Impl {
     batch_.tokens.clear();
     exec::StageStep step;
     step.clear_all = (f.flags & net::Forward::kClearAll) != 0;
-    step.truncate_seq = f.truncate_seq;
-    step.truncate_from = f.truncate_from;
-    sampling::SamplerParams sampler;
-    if (f.flags & net::Forward::kHasSampler) {
-      sampler = FromWire(f.sampler);
-      step.sampler = &sampler;
-      step.history = &f.sampler.history;
-    }
-    if (Status st = stage_->ApplyStep(step, batch_); !st.ok()) return Fail(f.request, st);
+    truncate_.clear();
+    for (const net::TruncateOp& t : f.truncate) truncate_.push_back({t.seq, t.from});
+    step.truncate = &truncate_;
+    samplers_.clear();
+    for (const net::SamplerConfig& c : f.samplers) samplers_.push_back({c.seq, FromWire(c), c.history});
+    step.samplers = &samplers_;
+    if (Status st = stage_->ApplyStep(step); !st.ok()) return Fail(f.request, st);
     const auto t0 = Clock::now();
     Status st = stage_->Forward(batch_, f.hidden.data());
     if (!st.ok()) {
@@ -504,12 +502,10 @@ class StageSession::Impl {
     r.request = f.request;
     r.stage_us = f.stage_us;
     if (f.flags & net::Forward::kSample) {
-      Result<int32_t> tok = stage_->Sample(batch_);
-      if (!tok.ok()) {
-        SendError(f.request, tok.status());
+      if (Status sst = stage_->Sample(batch_, &r.tokens); !sst.ok()) {
+        SendError(f.request, sst);
         return;
       }
-      r.token = *tok;
     }
     if (f.flags & net::Forward::kReturnLogits) {
       r.n_vocab = static_cast<uint32_t>(p.n_vocab);
@@ -541,6 +537,8 @@ class StageSession::Impl {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<exec::Stage> stage_;
   model::Batch batch_;
+  std::vector<exec::Truncation> truncate_;   // the current Forward's, in the stage's form
+  std::vector<exec::SequenceSampler> samplers_;
   WeightReceiver receiver_;  // weights arriving from the main node (no local copy)
 };
 

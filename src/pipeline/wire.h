@@ -6,8 +6,10 @@
 
 namespace tandem::pipeline {
 
-inline net::SamplerConfig ToWire(const sampling::SamplerParams& p, const std::vector<int32_t>& history) {
+inline net::SamplerConfig ToWire(int32_t seq, const sampling::SamplerParams& p,
+                                 const std::vector<int32_t>& history) {
   net::SamplerConfig c;
+  c.seq = seq;
   c.temperature = p.temperature;
   c.top_k = p.top_k;
   c.top_p = p.top_p;
