@@ -14,6 +14,7 @@ std::string_view CodeName(Code code) {
     case Code::kResourceExhausted: return "resource exhausted";
     case Code::kInternal: return "internal error";
     case Code::kCancelled: return "cancelled";
+    case Code::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

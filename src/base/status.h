@@ -25,6 +25,7 @@ enum class Code {
   kResourceExhausted, // memory or another budget ran out
   kInternal,          // a bug in tandem
   kCancelled,         // stopped on request before it finished
+  kUnavailable,       // cannot serve now (a full queue, a pipeline that is down): try again later
 };
 
 std::string_view CodeName(Code code);
@@ -45,6 +46,7 @@ class [[nodiscard]] Status {
     return {Code::kResourceExhausted, std::move(m)};
   }
   static Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <random>
 
+#include "engine/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace tandem::engine {
@@ -39,10 +40,14 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   if (!t.ok()) return t.status().WithContext(options.model_path);
   auto mp = std::make_unique<model::Model>(std::move(m));
   std::unique_ptr<Engine> e(new Engine(std::move(mp), std::move(t).value(), options));
-  pipeline::ExecutorOptions xo = options.exec;
-  xo.n_ctx = std::min(xo.n_ctx, e->model_->params().n_ctx_train);
-  TANDEM_ASSIGN_OR_RETURN(e->exec_, pipeline::OpenExecutor(*e->model_, options.model_path, xo));
+  TANDEM_ASSIGN_OR_RETURN(e->exec_, e->OpenExecutor());
   return e;
+}
+
+Result<std::unique_ptr<exec::Executor>> Engine::OpenExecutor() {
+  pipeline::ExecutorOptions xo = options_.exec;
+  xo.n_ctx = std::min(xo.n_ctx, model_->params().n_ctx_train);
+  return pipeline::OpenExecutor(*model_, options_.model_path, xo);
 }
 
 Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOptions& o,
@@ -110,7 +115,8 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
   // Generation: sample, stream the text, feed the token back.
   const auto t1 = std::chrono::steady_clock::now();
   tokenizer::DetokenizeStream stream(tokenizer_);
-  std::string text, pending;  // pending: text held back while it could start a stop string
+  StopStrings stops(o.stop);
+  std::string text;
   int32_t pos = static_cast<int32_t>(tokens.size());
   const bool strip_first_space = tokens.size() == 1 && tokens[0] == tokenizer_.vocab().bos();
   stats.stop_reason = "length";
@@ -125,32 +131,12 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     stream.Push(next, &text);
     // After BOS alone, SentencePiece's first piece carries the space that marks a word start.
     if (strip_first_space && n == 0 && !text.empty() && text[0] == ' ') text.erase(0, 1);
-    pending += text;
     bool stopped = false;
-    for (const std::string& s : o.stop) {
-      if (size_t at = pending.find(s); !s.empty() && at != std::string::npos) {
-        pending.resize(at);
-        stopped = true;
-      }
-    }
-    // Emit what can no longer be the start of a stop string.
-    size_t keep = 0;
-    if (!stopped) {
-      for (const std::string& s : o.stop) {
-        for (size_t k = std::min(s.size() - 1, pending.size()); k > keep; --k) {
-          if (pending.compare(pending.size() - k, k, s, 0, k) == 0) {
-            keep = k;
-            break;
-          }
-        }
-      }
-    }
-    const std::string_view emit(pending.data(), pending.size() - keep);
+    const std::string emit = stops.Push(text, &stopped);
     if (!emit.empty() && !on_text(emit)) {
       stats.stop_reason = "callback";
       break;
     }
-    pending.erase(0, pending.size() - keep);
     if (stopped) {
       stats.stop_reason = "stop string";
       break;
@@ -168,7 +154,12 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
   }
   text.clear();
   stream.Finish(&text);
-  if (stats.stop_reason != "stop string" && !(pending + text).empty()) on_text(pending + text);
+  if (stats.stop_reason != "stop string") {
+    bool stopped = false;
+    std::string rest = stops.Push(text, &stopped);
+    if (!stopped) rest += stops.Flush();
+    if (!rest.empty()) on_text(rest);
+  }
   stats.generate_seconds = Since(t1);
   return stats;
 }

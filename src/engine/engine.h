@@ -60,6 +60,11 @@ class Engine {
   // True for tokens that end a turn: EOS and the end-of-turn tokens of common chat formats.
   bool IsEndOfGeneration(int32_t id) const;
 
+  // For a server (engine/scheduler.h): hands the executor over (Generate must not be called
+  // afterwards) and builds a new one like it, e.g. after a worker died and came back.
+  std::unique_ptr<exec::Executor> TakeExecutor() { return std::move(exec_); }
+  Result<std::unique_ptr<exec::Executor>> OpenExecutor();
+
   const model::Model& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   exec::Executor& executor() { return *exec_; }

@@ -65,6 +65,9 @@ class Executor {
     TANDEM_ASSIGN_OR_RETURN(uint64_t t, Submit(batch, options));
     return Collect(t, out);
   }
+  // Ok while the executor can run; else why it cannot any more (a pipeline whose worker died).
+  // May be called from any thread.
+  virtual Status Health() const { return Status::Ok(); }
   // How many batches in flight keep every stage busy: the number of stages.
   virtual int pipeline_depth() const { return static_cast<int>(stages().size()); }
   // Drops every sequence from the KV caches.

@@ -513,6 +513,11 @@ Status Coordinator::Clear() {
   return Status::Ok();
 }
 
+Status Coordinator::Health() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->failure ? *impl_->failure : Status::Ok();
+}
+
 int64_t Coordinator::n_ctx() const { return impl_->n_ctx; }
 const model::ModelParams& Coordinator::params() const { return impl_->model->params(); }
 const Plan& Coordinator::plan() const { return impl_->plan; }

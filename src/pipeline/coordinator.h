@@ -70,6 +70,7 @@ class Coordinator : public exec::Executor {
   Result<uint64_t> Submit(const model::Batch& batch, const exec::RunOptions& options) override;
   Status Collect(uint64_t ticket, exec::RunOutput* out) override;
   Status Clear() override;
+  Status Health() const override;
   int64_t n_ctx() const override;
   const model::ModelParams& params() const override;
   std::vector<exec::StageInfo> stages() const override;
