@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang libclang-rt-14-dev    # libFuzzer and sanitizer runtimes for the fuzz targets
   libcli11-dev                # command-line parsing
-  nlohmann-json3-dev          # JSON output
+  nlohmann-json3-dev          # JSON output and the server's bodies
+  libcpp-httplib-dev          # the HTTP server of `tandem serve`
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
   tmux                        # drives `tandem chat` like a person in the tests

@@ -16,6 +16,7 @@ void RegisterRun(CLI::App& app, int* exit_code);
 void RegisterLogits(CLI::App& app, int* exit_code);
 void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterChat(CLI::App& app, int* exit_code);
+void RegisterServe(CLI::App& app, int* exit_code);
 void RegisterWorker(CLI::App& app, int* exit_code);
 void RegisterProbe(CLI::App& app, int* exit_code);
 void RegisterKeygen(CLI::App& app, int* exit_code);

@@ -17,11 +17,12 @@ int main(int argc, char** argv) {
   tandem::apps::RegisterLogits(app, &exit_code);
   tandem::apps::RegisterBench(app, &exit_code);
   tandem::apps::RegisterChat(app, &exit_code);
+  tandem::apps::RegisterServe(app, &exit_code);
   tandem::apps::RegisterWorker(app, &exit_code);
   tandem::apps::RegisterProbe(app, &exit_code);
   tandem::apps::RegisterKeygen(app, &exit_code);
   std::vector<const char*> args(argv, argv + argc);
-  tandem::apps::RewriteShortFlags(args);  // -fa, -ctk, -ctv, -ub, -ts
+  tandem::apps::RewriteShortFlags(args);  // -fa, -ctk, -ctv, -ub, -ts, -np
   try {
     app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {

@@ -30,7 +30,7 @@ struct ModelFlags {
 inline void RewriteShortFlags(std::vector<const char*>& args) {
   static constexpr const char* kFlags[][2] = {
       {"-fa", "--flash-attn"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
-      {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}};
+      {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}, {"-np", "--parallel"}};
   for (size_t i = 1; i < args.size(); ++i) {
     if (std::string_view(args[i]) == "--") break;
     for (const auto& f : kFlags) {

@@ -148,17 +148,27 @@ SchedulerMetrics Scheduler::metrics() const {
 }
 
 std::string Scheduler::down_reason() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return down_reason_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!down_reason_.empty()) return down_reason_;
+  }
+  std::lock_guard<std::mutex> lock(ex_mu_);
+  return ex_ ? ex_->Health().ToString() : "no executor";
+}
+
+bool Scheduler::healthy() const {
+  if (!healthy_) return false;
+  std::lock_guard<std::mutex> lock(ex_mu_);
+  return ex_ != nullptr && ex_->Health().ok();
 }
 
 bool Scheduler::AssignSlots() {
   bool any = false;
   while (!queue_.empty()) {
     const Pending& p = queue_.front();
-    // The free slot whose tokens the prompt continues (it shares at least half of them: a chat's
-    // next turn), the longest such prefix first; else the least recently used free slot, so that
-    // an unrelated request does not evict a conversation for the sake of a shared BOS.
+    // The free slot whose tokens make up more than half of the prompt's beginning (a chat's next
+    // turn, the same prompt again), the longest such prefix first; else the least recently used
+    // free slot, so that an unrelated request does not evict a conversation for a shared BOS.
     Slot* best = nullptr;
     size_t best_len = 0;
     Slot* lru = nullptr;
@@ -167,7 +177,7 @@ bool Scheduler::AssignSlots() {
       if (lru == nullptr || s->last_used < lru->last_used) lru = s.get();
       size_t n = 0;
       while (n < s->cached.size() && n < p.request.prompt.size() && s->cached[n] == p.request.prompt[n]) ++n;
-      if (n > 0 && 2 * n >= s->cached.size() && n > best_len) {
+      if (2 * n > p.request.prompt.size() && n > best_len) {
         best = s.get();
         best_len = n;
       }
@@ -436,13 +446,27 @@ void Scheduler::Loop() {
       if (stop_) break;
     }
     // A failed executor: rebuild it before taking requests, or fail them with the reason.
+    if (healthy_) {
+      if (Status h = ex_->Health(); !h.ok()) {
+        healthy_ = false;
+        std::lock_guard<std::mutex> lock(mu_);
+        down_reason_ = h.ToString();
+      }
+    }
     if (!healthy_) {
       Status why = Status::Unavailable(down_reason());
       if (o_.reopen) {
-        ex_.reset();
+        {
+          std::lock_guard<std::mutex> lock(ex_mu_);
+          ex_.reset();
+        }
         Result<std::unique_ptr<exec::Executor>> e = o_.reopen();
         if (e.ok()) {
-          ex_ = std::move(e).value();
+          {
+            std::lock_guard<std::mutex> lock(ex_mu_);
+            ex_ = std::move(e).value();
+          }
+          for (auto& s : slots_) s->cached.clear();
           healthy_ = true;
           std::lock_guard<std::mutex> lock(mu_);
           down_reason_.clear();

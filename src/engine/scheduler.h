@@ -127,8 +127,8 @@ class Scheduler {
   int64_t slot_ctx() const { return slot_ctx_; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
   SchedulerMetrics metrics() const;
-  // False while the executor has failed and no new one could be built.
-  bool healthy() const { return healthy_; }
+  // False while the executor has failed (a worker died) and no new one could be built.
+  bool healthy() const;
   // The reason the executor is down (empty when healthy).
   std::string down_reason() const;
 
@@ -146,7 +146,8 @@ class Scheduler {
   void FailAll(const Status& st);
   void ResetSlot(Slot& s);
 
-  std::unique_ptr<exec::Executor> ex_;
+  std::unique_ptr<exec::Executor> ex_;  // replaced only by the scheduler thread, under ex_mu_
+  mutable std::mutex ex_mu_;
   const tokenizer::Tokenizer& tok_;
   std::function<bool(int32_t)> is_end_;
   SchedulerOptions o_;

@@ -1,0 +1,129 @@
+// `tandem serve`: the OpenAI-compatible HTTP server (server/server.h) on this machine alone or on
+// a pipeline over workers, with continuous batching (engine/scheduler.h).
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "apps/commands.h"
+#include "apps/dist_flags.h"
+#include "apps/model_flags.h"
+#include "engine/scheduler.h"
+#include "server/server.h"
+#include "tokenizer/chat_template.h"
+
+namespace tandem::apps {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+}  // namespace
+
+void RegisterServe(CLI::App& app, int* exit_code) {
+  struct Args {
+    ModelFlags model;
+    DistFlags dist;
+    server::ServerOptions server;
+    engine::SchedulerOptions sched;
+    std::string api_key_file;
+    std::string chat_template;
+    std::string alias;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  AddModelFlags(cmd, &a->model);
+  AddDistFlags(cmd, &a->dist);
+  cmd->add_option("--host", a->server.host, "Address to listen on")->capture_default_str()->group("Server");
+  cmd->add_option("--port", a->server.port, "Port")->capture_default_str()->check(CLI::Range(0, 65535))->group("Server");
+  cmd->add_option("--api-key", a->server.api_key, "API key clients must send (Authorization: Bearer KEY)")
+      ->group("Server");
+  cmd->add_option("--api-key-file", a->api_key_file, "Read the API key from this file (first line)")
+      ->excludes("--api-key")->group("Server");
+  cmd->add_option("--parallel,--np", a->sched.n_slots,
+                  "Sequences decoded together (-np); each gets ctx-size / parallel cells of context")
+      ->capture_default_str()->check(CLI::Range(1, 256))->group("Server");
+  cmd->add_option("--max-queue", a->sched.max_queue, "Requests that may wait for a slot; more get 503")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20))->group("Server");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "Template name (default: from the model, else chatml): " + tokenizer::SupportedChatTemplates())
+      ->group("Server");
+  cmd->add_option("--alias", a->alias, "Model id for /v1/models and responses (default: the file name)")
+      ->group("Server");
+  cmd->callback([a, exit_code] {
+    if (HandleDryRun(a->model, a->dist, exit_code)) return;
+    if (!a->api_key_file.empty()) {
+      Result<std::string> key = ReadTextFile(a->api_key_file);
+      if (!key.ok()) {
+        *exit_code = ReportError(key.status().ToString());
+        return;
+      }
+      std::string k = key->substr(0, key->find_first_of("\r\n"));
+      if (k.empty()) {
+        *exit_code = ReportError("the API key file " + a->api_key_file + " is empty");
+        return;
+      }
+      a->server.api_key = std::move(k);
+    }
+    Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
+    if (!eo.ok()) {
+      *exit_code = ReportError(eo.status().ToString());
+      return;
+    }
+    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(*eo);
+    if (!e.ok()) {
+      *exit_code = ReportError(e.status().ToString());
+      return;
+    }
+    engine::Engine& eng = **e;
+    Result<tokenizer::ChatTemplate> tmpl = tokenizer::ChatTemplate::kChatMl;
+    if (!a->chat_template.empty()) {
+      tmpl = tokenizer::ChatTemplateFromName(a->chat_template);
+    } else if (const auto& src = eng.tokenizer().vocab().chat_template()) {
+      tmpl = tokenizer::DetectChatTemplate(*src);
+      if (!tmpl.ok()) {
+        std::fprintf(stderr, "tandem serve: the model's chat template is not one tandem knows; using chatml "
+                             "(--chat-template picks another)\n");
+        tmpl = tokenizer::ChatTemplate::kChatMl;
+      }
+    }
+    if (!tmpl.ok()) {
+      *exit_code = ReportError(tmpl.status().ToString());
+      return;
+    }
+    a->server.chat_template = *tmpl;
+    a->server.model_name = a->alias.empty() ? std::filesystem::path(a->model.model).filename().string() : a->alias;
+    for (const exec::StageInfo& s : eng.executor().stages()) a->server.stage_names.push_back(s.node);
+    a->sched.n_ctx = eng.executor().n_ctx();
+    engine::Engine* ep = &eng;
+    a->sched.reopen = [ep] { return ep->OpenExecutor(); };
+    engine::Scheduler sched(eng.TakeExecutor(), eng.tokenizer(), [ep](int32_t t) { return ep->IsEndOfGeneration(t); },
+                            a->sched);
+    server::Server srv(eng.tokenizer(), sched, a->server);
+    if (Status st = srv.Bind(); !st.ok()) {
+      *exit_code = ReportError(st.ToString());
+      return;
+    }
+    std::signal(SIGINT, OnSignal);
+    std::signal(SIGTERM, OnSignal);
+    std::signal(SIGPIPE, SIG_IGN);
+    std::thread stopper([&srv] {
+      while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      srv.Stop();
+    });
+    std::printf("tandem serve: listening on http://%s:%d (model %s, %d slots of %lld tokens, chat template %s%s)\n",
+                a->server.host.c_str(), srv.port(), a->server.model_name.c_str(), sched.n_slots(),
+                static_cast<long long>(sched.slot_ctx()), std::string(tokenizer::ChatTemplateName(*tmpl)).c_str(),
+                a->server.api_key.empty() ? ", no API key" : ", API key required");
+    std::fflush(stdout);
+    srv.Serve();
+    g_stop = true;
+    stopper.join();
+    std::fprintf(stderr, "tandem serve: stopped\n");
+  });
+}
+
+}  // namespace tandem::apps
