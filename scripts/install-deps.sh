@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # benchmarks
   tmux                        # drives `tandem chat` like a person in the tests
+  chromium                    # the chat page's test (tests/server/chat_page.mjs), headless
   libicu-dev                  # Unicode categories and regexes for the tokenizers
   libsodium-dev               # the handshake (X25519, HMAC-SHA256) and sealed frames (ChaCha20-Poly1305)
   librust-blake3-dev          # BLAKE3 C sources (Debian 12 has no C library package): model digests

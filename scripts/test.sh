@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test:
 #   1. the Release build and its CTest suite (unit, golden-file and command-line tests);
+#   1b. an ASan/UBSan build of `tandem` and the server soak against it (tests/server/soak.mjs);
 #   2. the aarch64 cross build of base/gguf/quant/kernels and their unit tests under qemu-user;
 #   3. the macOS compile gate: every translation unit of `tandem` compiled for aarch64-macos;
 #   4. the clang fuzz build (ASan + UBSan + libFuzzer) and its bounded fuzz runs.
@@ -13,6 +14,13 @@ jobs=$(nproc)
 echo "== release build and tests"
 "$root/scripts/build.sh" "$root/build"
 ctest --test-dir "$root/build" --output-on-failure --parallel "$jobs"
+
+echo "== ASan/UBSan build of tandem, the server soak against it"
+cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_SANITIZE=ON \
+  -DTANDEM_BUILD_TESTS=OFF -DTANDEM_BUILD_BENCH=OFF > /dev/null
+cmake --build "$root/build-asan" --parallel "$jobs" --target tandem
+node "$root/tests/server/soak.mjs" "$root/build-asan/src/apps/tandem" \
+  "$root/../shared/reference/models/stories260K.gguf" 300 --sanitized
 
 echo "== arm64 cross build, tests under qemu"
 "$root/scripts/build.sh" "$root/build-arm64" -DTANDEM_KERNELS_ONLY=ON \
