@@ -1,6 +1,6 @@
 // Throughput of `tandem serve` with continuous batching, measured side by side in one run:
 //   node bench/serve_bench.mjs TANDEM MODEL [--workers N] [--threads T] [--streams S] [--tokens N]
-//                              [--rounds R] [--np N]
+//                              [--rounds R] [--np N] [--groups G]
 // Starts N workers on loopback (0: this machine alone) and a server, then alternates, R times:
 //   one stream of N greedy tokens (EOS ignored), and S concurrent streams of N tokens each,
 // and prints the generated tokens/s of each (decode only: from each stream's first token to its
@@ -17,6 +17,7 @@ const opt = (name, def) => {
 };
 const nWorkers = opt("--workers", 0), threads = opt("--threads", 2), streams = opt("--streams", 4);
 const tokens = opt("--tokens", 128), rounds = opt("--rounds", 3), np = opt("--np", Math.max(4, streams));
+const groups = opt("--groups", 0);
 if (!tandem || !model) {
   console.error("usage: node bench/serve_bench.mjs TANDEM MODEL [--workers N] [--threads T] [--streams S] " +
                 "[--tokens N] [--rounds R] [--np N]");
@@ -46,9 +47,11 @@ for (let i = 0; i < nWorkers; i++) {
 }
 const serveArgs = ["serve", "-m", model, "--port", "0", "-t", String(threads), "-np", String(np), "-c", String(np * 1024)];
 for (const a of workerAddrs) serveArgs.push("--worker", a);
-const server = await start(serveArgs, /listening on (http:\/\/[^ ]+)/);
+if (groups) serveArgs.push("--pipeline-groups", String(groups));
+const server = await start(serveArgs, /listening on (http:\/\/[^ ]+) .* slots of (\d+) tokens/);
 procs.push(server.p);
 const url = server.m[1];
+const ctxTrain = Number(server.m[2]) * np;  // the server prints its slots' size
 
 // One streamed completion; resolves to its timing.
 async function complete(prompt, maxTokens, extra = {}) {
@@ -107,29 +110,40 @@ for (let r = 0; r < rounds; r++) {
               `(${(manyRate / oneRate).toFixed(2)}x)`);
 }
 const where = nWorkers ? `main + ${nWorkers} workers on loopback` : "one node";
-console.log(`${where}, ${threads} threads per node, ${tokens} greedy tokens per request, -np ${np}: ` +
+console.log(`${where}, ${threads} threads per node, ${tokens} greedy tokens per request, -np ${np}` +
+            `${groups ? ", " + groups + " pipeline group(s)" : ""}: ` +
             `1 stream ${median(single).toFixed(2)} t/s, ${streams} streams ${median(multi).toFixed(2)} t/s in all, ` +
             `ratio ${median(ratio).toFixed(2)}x (medians of ${rounds})`);
 
-// Time to first token of a 512-token prompt while `streams` - 1 streams decode.
+// Time to first token of a long prompt (512 tokens, or what a slot holds with room for 4 more)
+// while `streams` - 1 streams decode.
 {
-  const running = Array.from({ length: Math.max(1, streams - 1) }, (_, i) => complete(prompts[i] + " busy", 4 * tokens));
+  const slot = Math.floor(ctxTrain / np);
+  const promptLen = Math.min(512, slot - 4);
+  const running = Array.from({ length: Math.max(1, streams - 1) }, (_, i) => complete(prompts[i] + " busy", slot - 16));
   await new Promise((r) => setTimeout(r, 1500));
-  const tokenIds = Array.from({ length: 512 }, (_, i) => 100 + ((i * 37) % 20000));
+  const tokenIds = Array.from({ length: promptLen }, (_, i) => 100 + ((i * 37) % 20000));
   const sent = performance.now();
   const p = await complete(tokenIds, 4);
   const ttft = p.first - sent;
   const during = await Promise.all(running);
   let n = 0;
   for (const d of during) n += d.times.filter((t) => t >= sent && t <= p.first).length;
-  console.log(`512-token prompt while ${during.length} streams decode: time to first token ${(ttft / 1000).toFixed(2)} s; ` +
+  console.log(`${promptLen}-token prompt while ${during.length} streams decode: time to first token ${(ttft / 1000).toFixed(2)} s; ` +
               `the streams made ${(n / (ttft / 1000)).toFixed(2)} t/s in all meanwhile`);
 }
 
 // A chat's second turn after a ~400-token first turn.
 {
+  // About 400 tokens of conversation: words added until /tokenize counts 360 (the template and
+  // the reply add the rest).
   const words = [];
-  for (let i = 0; i < 300; i++) words.push(["the", "cat", "sat", "on", "a", "mat", "and", "looked", "at", "sky"][i % 10]);
+  const count = async (text) => (await (await fetch(url + "/tokenize", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ content: text }),
+  })).json()).tokens.length;
+  while (await count(words.join(" ")) < 360) {
+    words.push(["the", "cat", "sat", "on", "a", "mat", "and", "looked", "at", "sky"][words.length % 10]);
+  }
   const messages = [{ role: "user", content: words.join(" ") }];
   const chat = async (m) => {
     const res = await fetch(url + "/v1/chat/completions", {
@@ -137,7 +151,9 @@ console.log(`${where}, ${threads} threads per node, ${tokens} greedy tokens per 
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ messages: m, max_tokens: 32, temperature: 0 }),
     });
-    return res.json();
+    const j = await res.json();
+    if (!res.ok) throw new Error(JSON.stringify(j));
+    return j;
   };
   const a = await chat(messages);
   const m2 = [...messages, { role: "assistant", content: a.choices[0].message.content }, { role: "user", content: "And then?" }];

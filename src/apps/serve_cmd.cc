@@ -48,6 +48,9 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->capture_default_str()->check(CLI::Range(1, 256))->group("Server");
   cmd->add_option("--max-queue", a->sched.max_queue, "Requests that may wait for a slot; more get 503")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20))->group("Server");
+  cmd->add_option("--pipeline-groups", a->sched.groups,
+                  "Groups of requests in flight through the pipeline at once (0: one per stage)")
+      ->capture_default_str()->check(CLI::Range(0, 256))->group("Server");
   cmd->add_option("--chat-template", a->chat_template,
                   "Template name (default: from the model, else chatml): " + tokenizer::SupportedChatTemplates())
       ->group("Server");

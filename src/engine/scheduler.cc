@@ -93,7 +93,7 @@ Scheduler::Scheduler(std::unique_ptr<exec::Executor> executor, const tokenizer::
   o_.n_ctx = std::min(o_.n_ctx, ex_->n_ctx());
   slot_ctx_ = o_.n_ctx / o_.n_slots;
   n_vocab_ = ex_->params().n_vocab;
-  depth_ = std::max(1, std::min(ex_->pipeline_depth(), o_.n_slots));
+  depth_ = std::max(1, std::min(o_.groups > 0 ? o_.groups : ex_->pipeline_depth(), o_.n_slots));
   for (int i = 0; i < o_.n_slots; ++i) {
     auto s = std::make_unique<Slot>();
     s->id = i;

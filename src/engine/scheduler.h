@@ -48,6 +48,10 @@ struct SchedulerOptions {
   int64_t prompt_chunk = 128;  // prompt tokens per step while other sequences decode
   int64_t prompt_chunk_alone = 512;  // ... and when nothing else is running
   int max_queue = 64;          // requests waiting for a slot; more are refused (Unavailable)
+  // Groups of slots in flight at once (0: one per pipeline stage). Fewer groups batch more
+  // sequences per step: better when the stages share a machine's cores (a one-machine test),
+  // worse over real links, where one group per stage keeps every machine busy.
+  int groups = 0;
   // Builds a new executor after the current one failed for good (a worker died); null: none.
   std::function<Result<std::unique_ptr<exec::Executor>>()> reopen;
 };

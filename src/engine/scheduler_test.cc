@@ -113,7 +113,7 @@ std::vector<std::string> GenerateAlone(float temperature, float repeat_penalty) 
 
 // Every request of kPrompts submitted at once to a scheduler of `n_slots` slots; the texts.
 std::vector<std::string> RunTogether(const std::vector<std::string>& workers, int n_slots, float temperature,
-                                     float repeat_penalty, SchedulerMetrics* metrics) {
+                                     float repeat_penalty, SchedulerMetrics* metrics, int groups = 0) {
   std::vector<std::string> texts;
   std::unique_ptr<Engine> e = OpenEngine(workers, 1024);
   if (e == nullptr) return texts;
@@ -121,6 +121,7 @@ std::vector<std::string> RunTogether(const std::vector<std::string>& workers, in
   so.n_slots = n_slots;  // fewer slots than requests: the others wait for a slot
   so.n_ctx = 1024;
   so.prompt_chunk = 5;  // prompts read over several steps, between decode steps
+  so.groups = groups;
   Scheduler sched(e->TakeExecutor(), e->tokenizer(), [&](int32_t t) { return e->IsEndOfGeneration(t); }, so);
   std::vector<std::shared_ptr<Stream>> streams;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
@@ -174,6 +175,10 @@ TEST(SchedulerTest, ConcurrentRequestsThroughTwoWorkersEqualEachAlone) {
   EXPECT_EQ(RunTogether({w1.addr(), w2.addr()}, 6, 0, 1.0f, &m), want);
   EXPECT_LT(m.steps, m.generated_tokens);
   ASSERT_EQ(m.stage_ms_sum.size(), 3u);  // every stage reported its time
+  // One group: every sequence in one batch per step, one batch in flight.
+  SchedulerMetrics one;
+  EXPECT_EQ(RunTogether({w1.addr(), w2.addr()}, 6, 0, 1.0f, &one, 1), want);
+  EXPECT_LT(one.steps, m.steps);
 }
 
 TEST(SchedulerTest, ANextTurnReusesItsSlotsCache) {

@@ -162,14 +162,18 @@ inline constexpr int kSlots = NA == 1 ? 4 : (NA == 2 ? 2 : 1);
 // block they are working on, spread one prefetch per line as they go. Measured on the Zen 5 VM
 // this project develops on (Q4_K 5632x2048 from DRAM, paired runs): 2 KB ahead is slower,
 // 6-12 KB ahead 11-20 % faster, 8 KB the best; 8 KB stays within any L1D of 32 KB or more.
-// Multi-row calls (prompt tiles) reuse each weight row from cache and skip this.
+// Multi-row calls prefetch too: a small batch (a server's decode step of a few sequences,
+// speculative verification) also reads each weight row once from DRAM. Measured on this
+// project's 2-core Xeon VM, TinyLlama-shaped Q4_K_M, 2 threads: a 4-token batch went from 52.9 to
+// 80.1 tokens/s and an 8-token one to 118.6, while 512-token prompts (whose later token groups
+// find the row in cache) stayed within noise (108.7 -> 107.5).
 inline constexpr int kPrefetchBytes = 8192;
 
-// Prefetches the cache lines of `bytes` weight bytes starting kPrefetchBytes past `p` (NA == 1
-// only). Prefetches never fault, so running past the end of the matrix is harmless.
+// Prefetches the cache lines of `bytes` weight bytes starting kPrefetchBytes past `p`.
+// Prefetches never fault, so running past the end of the matrix is harmless.
 template <int NA, int kBytes>
 inline void PrefetchAhead(const void* p) {
-  if constexpr (NA == 1 && kPrefetchBytes > 0) {
+  if constexpr (NA >= 1 && kPrefetchBytes > 0) {
     const char* q = static_cast<const char*>(p) + kPrefetchBytes;
 #pragma GCC unroll 8
     for (int o = 0; o < kBytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T0);
