@@ -40,23 +40,10 @@ void RegisterChat(CLI::App& app, int* exit_code) {
   AddSamplingFlags(cmd, &a->gen.sampling);
   cmd->callback([a, exit_code] {
     if (HandleDryRun(a->model, a->dist, exit_code)) return;
-    Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
-    if (!eo.ok()) {
-      *exit_code = ReportError(eo.status().ToString());
-      return;
-    }
-    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(*eo);
-    if (!e.ok()) {
-      *exit_code = ReportError(e.status().ToString());
-      return;
-    }
-    engine::Engine& eng = **e;
-    Result<tokenizer::ChatTemplate> tmpl = tokenizer::ChatTemplate::kChatMl;
-    if (!a->chat_template.empty()) {
-      tmpl = tokenizer::ChatTemplateFromName(a->chat_template);
-    } else if (const auto& src = eng.tokenizer().vocab().chat_template()) {
-      tmpl = tokenizer::DetectChatTemplate(*src);
-    }
+    std::unique_ptr<engine::Engine> e = OpenEngineOrReport(a->model, a->dist, exit_code);
+    if (e == nullptr) return;
+    engine::Engine& eng = *e;
+    Result<tokenizer::ChatTemplate> tmpl = ChooseChatTemplate(a->chat_template, eng, false);
     if (!tmpl.ok()) {
       *exit_code = ReportError(tmpl.status().ToString() + " (choose one with --chat-template)");
       return;

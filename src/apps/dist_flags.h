@@ -12,7 +12,9 @@
 
 #include "apps/commands.h"
 #include "apps/model_flags.h"
+#include "engine/engine.h"
 #include "pipeline/executor_factory.h"
+#include "tokenizer/chat_template.h"
 #include "exec/executor.h"
 #include "net/auth.h"
 
@@ -99,6 +101,37 @@ inline Result<engine::EngineOptions> ToEngineOptions(const ModelFlags& m, const 
   e.model_path = m.model;
   TANDEM_ASSIGN_OR_RETURN(e.exec, ToExecutorOptions(m, d));
   return e;
+}
+
+// The engine for the model and distributed flags (this machine alone, or over the workers); on
+// an error, reports it and sets *exit_code, and returns null.
+inline std::unique_ptr<engine::Engine> OpenEngineOrReport(const ModelFlags& m, const DistFlags& d, int* exit_code) {
+  Result<engine::EngineOptions> eo = ToEngineOptions(m, d);
+  if (!eo.ok()) {
+    *exit_code = ReportError(eo.status().ToString());
+    return nullptr;
+  }
+  Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(*eo);
+  if (!e.ok()) {
+    *exit_code = ReportError(e.status().ToString());
+    return nullptr;
+  }
+  return std::move(e).value();
+}
+
+// The chat template: --chat-template `name` if given, else the model's own, else ChatML. A model
+// template that tandem does not know is an error unless `fallback_to_chatml` (then ChatML, with
+// a line on stderr saying so).
+inline Result<tokenizer::ChatTemplate> ChooseChatTemplate(const std::string& name, const engine::Engine& e,
+                                                          bool fallback_to_chatml) {
+  if (!name.empty()) return tokenizer::ChatTemplateFromName(name);
+  const auto& src = e.tokenizer().vocab().chat_template();
+  if (!src) return tokenizer::ChatTemplate::kChatMl;
+  Result<tokenizer::ChatTemplate> t = tokenizer::DetectChatTemplate(*src);
+  if (t.ok() || !fallback_to_chatml) return t;
+  std::fprintf(stderr, "tandem: the model's chat template is not one tandem knows; using chatml "
+                       "(--chat-template picks another)\n");
+  return tokenizer::ChatTemplate::kChatMl;
 }
 
 }  // namespace tandem::apps

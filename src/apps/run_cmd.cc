@@ -38,17 +38,9 @@ void RegisterRun(CLI::App& app, int* exit_code) {
       }
       a->prompt = std::move(*text);
     }
-    Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
-    if (!eo.ok()) {
-      *exit_code = ReportError(eo.status().ToString());
-      return;
-    }
-    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(*eo);
-    if (!e.ok()) {
-      *exit_code = ReportError(e.status().ToString());
-      return;
-    }
-    Result<engine::GenerateStats> st = (*e)->Generate(a->prompt, a->gen, [](std::string_view t) {
+    std::unique_ptr<engine::Engine> e = OpenEngineOrReport(a->model, a->dist, exit_code);
+    if (e == nullptr) return;
+    Result<engine::GenerateStats> st = e->Generate(a->prompt, a->gen, [](std::string_view t) {
       std::fwrite(t.data(), 1, t.size(), stdout);
       std::fflush(stdout);
       return true;

@@ -71,28 +71,10 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       }
       a->server.api_key = std::move(k);
     }
-    Result<engine::EngineOptions> eo = ToEngineOptions(a->model, a->dist);
-    if (!eo.ok()) {
-      *exit_code = ReportError(eo.status().ToString());
-      return;
-    }
-    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::Open(*eo);
-    if (!e.ok()) {
-      *exit_code = ReportError(e.status().ToString());
-      return;
-    }
-    engine::Engine& eng = **e;
-    Result<tokenizer::ChatTemplate> tmpl = tokenizer::ChatTemplate::kChatMl;
-    if (!a->chat_template.empty()) {
-      tmpl = tokenizer::ChatTemplateFromName(a->chat_template);
-    } else if (const auto& src = eng.tokenizer().vocab().chat_template()) {
-      tmpl = tokenizer::DetectChatTemplate(*src);
-      if (!tmpl.ok()) {
-        std::fprintf(stderr, "tandem serve: the model's chat template is not one tandem knows; using chatml "
-                             "(--chat-template picks another)\n");
-        tmpl = tokenizer::ChatTemplate::kChatMl;
-      }
-    }
+    std::unique_ptr<engine::Engine> e = OpenEngineOrReport(a->model, a->dist, exit_code);
+    if (e == nullptr) return;
+    engine::Engine& eng = *e;
+    Result<tokenizer::ChatTemplate> tmpl = ChooseChatTemplate(a->chat_template, eng, true);
     if (!tmpl.ok()) {
       *exit_code = ReportError(tmpl.status().ToString());
       return;

@@ -31,6 +31,12 @@ std::unique_ptr<Engine> OpenEngine(const std::vector<std::string>& workers = {},
   return e.ok() ? std::move(e).value() : nullptr;
 }
 
+// A scheduler over the engine's executor (the engine must outlive it).
+std::unique_ptr<Scheduler> MakeScheduler(Engine& e, const SchedulerOptions& so) {
+  return std::make_unique<Scheduler>(e.TakeExecutor(), e.tokenizer(),
+                                     [&e](int32_t t) { return e.IsEndOfGeneration(t); }, so);
+}
+
 struct Outcome {
   std::string text;
   Event done;
@@ -122,7 +128,8 @@ std::vector<std::string> RunTogether(const std::vector<std::string>& workers, in
   so.n_ctx = 1024;
   so.prompt_chunk = 5;  // prompts read over several steps, between decode steps
   so.groups = groups;
-  Scheduler sched(e->TakeExecutor(), e->tokenizer(), [&](int32_t t) { return e->IsEndOfGeneration(t); }, so);
+  std::unique_ptr<Scheduler> sched_owner = MakeScheduler(*e, so);
+  Scheduler& sched = *sched_owner;
   std::vector<std::shared_ptr<Stream>> streams;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     Request r = MakeRequest(*e, kPrompts[i], 24 + static_cast<int>(i), temperature, 100 + i);
@@ -188,7 +195,8 @@ TEST(SchedulerTest, ANextTurnReusesItsSlotsCache) {
   SchedulerOptions so;
   so.n_slots = 2;
   so.n_ctx = 512;
-  Scheduler sched(e->TakeExecutor(), e->tokenizer(), [&](int32_t t) { return e->IsEndOfGeneration(t); }, so);
+  std::unique_ptr<Scheduler> sched_owner = MakeScheduler(*e, so);
+  Scheduler& sched = *sched_owner;
   const std::string turn1 = "Once upon a time, there was a cat";
   Result<std::shared_ptr<Stream>> s1 = sched.Submit(MakeRequest(*e, turn1, 16));
   ASSERT_TRUE(s1.ok());
@@ -209,8 +217,8 @@ TEST(SchedulerTest, ANextTurnReusesItsSlotsCache) {
   EXPECT_LT(o2.done.prompt_tokens - o2.done.cached_tokens, 8) << "computed more than the new turn";
   // The same as a scheduler computing everything from nothing.
   std::unique_ptr<Engine> fresh_engine = OpenEngine();
-  Scheduler fresh(fresh_engine->TakeExecutor(), fresh_engine->tokenizer(),
-                  [&](int32_t t) { return fresh_engine->IsEndOfGeneration(t); }, so);
+  std::unique_ptr<Scheduler> fresh_owner = MakeScheduler(*fresh_engine, so);
+  Scheduler& fresh = *fresh_owner;
   Result<std::shared_ptr<Stream>> f = fresh.Submit(MakeRequest(*fresh_engine, turn2, 16));
   ASSERT_TRUE(f.ok());
   Outcome of = Drain(**f);
@@ -225,7 +233,8 @@ TEST(SchedulerTest, ACancelledRequestLeavesTheOthersUnchanged) {
   SchedulerOptions so;
   so.n_slots = 2;
   so.n_ctx = 512;
-  Scheduler sched(e->TakeExecutor(), e->tokenizer(), [&](int32_t t) { return e->IsEndOfGeneration(t); }, so);
+  std::unique_ptr<Scheduler> sched_owner = MakeScheduler(*e, so);
+  Scheduler& sched = *sched_owner;
   Result<std::shared_ptr<Stream>> a = sched.Submit(MakeRequest(*e, kPrompts[0], 40));
   ASSERT_TRUE(a.ok());
   const Outcome alone = Drain(**a);
@@ -258,7 +267,8 @@ TEST(SchedulerTest, StopStringsLogprobsAndLimits) {
   so.n_slots = 2;
   so.n_ctx = 128;
   so.max_queue = 2;
-  Scheduler sched(e->TakeExecutor(), e->tokenizer(), [&](int32_t t) { return e->IsEndOfGeneration(t); }, so);
+  std::unique_ptr<Scheduler> sched_owner = MakeScheduler(*e, so);
+  Scheduler& sched = *sched_owner;
   EXPECT_EQ(sched.slot_ctx(), 64);
   Request r = MakeRequest(*e, kPrompts[0], 30);
   Result<std::shared_ptr<Stream>> s = sched.Submit(r);

@@ -6,9 +6,10 @@
 // TinyLlama-shaped layer does; it also seldom ends a reply by itself).
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
-import { startServer, stopServer, metric } from "./common.mjs";
+import { startServer, finish, requireModel, metric } from "./common.mjs";
 
 const [tandem, model, browserPath] = process.argv.slice(2);
+requireModel(model);
 const server = await startServer(tandem, ["-m", model, "-t", "1", "-np", "2", "-c", "2048", "--api-key", "test-key"]);
 let failed = false;
 let browser = null;
@@ -70,10 +71,5 @@ try {
   console.error(e);
 } finally {
   if (browser) await browser.close();
-  const code = await stopServer(server);
-  if (code !== 0) {
-    console.error(`tandem serve exited with ${code}:\n${server.stderr()}`);
-    failed = true;
-  }
 }
-process.exit(failed ? 1 : 0);
+await finish(server, failed);

@@ -2,6 +2,15 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 
+// Exits with 77 (CTest's skip code here) when a model the test reads is absent, as the C++ tests
+// skip without ../shared.
+export function requireModel(path) {
+  if (!fs.existsSync(path)) {
+    console.log(`skipped: no model at ${path}`);
+    process.exit(77);
+  }
+}
+
 // Starts `tandem serve` with `args`; resolves to { proc, url, pid } once it listens.
 export function startServer(tandem, args, env = {}) {
   return new Promise((resolve, reject) => {
@@ -61,4 +70,14 @@ export function rng(seed) {
     s = (s * 1664525 + 1013904223) >>> 0;
     return s / 4294967296;
   };
+}
+
+// Stops the server and exits: 1 if the test failed or the server did not exit cleanly.
+export async function finish(server, failed) {
+  const code = await stopServer(server);
+  if (code !== 0) {
+    console.error(`tandem serve exited with ${code}:\n${server.stderr()}`);
+    failed = true;
+  }
+  process.exit(failed ? 1 : 0);
 }

@@ -4,7 +4,7 @@
 // each equal the same request run alone; errors arrive as the client's typed errors.
 import OpenAI from "openai";
 import assert from "node:assert/strict";
-import { startServer, stopServer, metric } from "./common.mjs";
+import { startServer, finish, requireModel, metric } from "./common.mjs";
 
 const [tandem, model] = process.argv.slice(2);
 if (!tandem || !model) {
@@ -23,6 +23,7 @@ const prompts = [
   "Mom said",
 ];
 
+requireModel(model);
 const server = await startServer(tandem, ["-m", model, "-t", "1", "-np", "8", "-c", "4096", "--api-key", "test-key"]);
 let failed = false;
 try {
@@ -110,11 +111,5 @@ try {
 } catch (e) {
   failed = true;
   console.error(e);
-} finally {
-  const code = await stopServer(server);
-  if (code !== 0) {
-    console.error(`tandem serve exited with ${code}:\n${server.stderr()}`);
-    failed = true;
-  }
 }
-process.exit(failed ? 1 : 0);
+await finish(server, failed);

@@ -6,7 +6,7 @@
 // ASan keeps freed memory in quarantine, so its resident size grows by design.
 import OpenAI from "openai";
 import assert from "node:assert/strict";
-import { startServer, stopServer, residentBytes, metric, rng } from "./common.mjs";
+import { startServer, finish, requireModel, residentBytes, metric, rng } from "./common.mjs";
 
 const [tandem, model, count, flag] = process.argv.slice(2);
 const sanitized = flag === "--sanitized";
@@ -16,6 +16,7 @@ const random = rng(20261204);
 const words = ["Once upon a time", "The little dog", "Lily and Ben", "One day", "The sun", "Mom said", "A bird"];
 const stops = [".", " the", ",", "!", " a", "\n", "and"];
 
+requireModel(model);
 const server = await startServer(tandem, ["-m", model, "-t", "1", "-np", "4", "--api-key", "test-key"],
                                  { ASAN_OPTIONS: "detect_leaks=1", UBSAN_OPTIONS: "print_stacktrace=1" });
 let failed = false;
@@ -85,11 +86,5 @@ try {
 } catch (e) {
   failed = true;
   console.error(e);
-} finally {
-  const code = await stopServer(server);
-  if (code !== 0) {
-    console.error(`tandem serve exited with ${code}:\n${server.stderr()}`);
-    failed = true;
-  }
 }
-process.exit(failed ? 1 : 0);
+await finish(server, failed);
