@@ -79,9 +79,12 @@ struct Scheduler::InFlight {
   uint64_t ticket = 0;
   int group = 0;
   std::vector<Slot*> decode;  // slots that fed one token (their rows come first)
-  Slot* prompt = nullptr;     // the slot whose prompt chunk follows
-  int64_t prompt_rows = 0;
-  bool prompt_done = false;   // the chunk ends the prompt: its last row is marked
+  struct Chunk {
+    Slot* slot;
+    int64_t rows;
+    bool done;  // the chunk ends the prompt: its last row is marked
+  };
+  std::vector<Chunk> prompts;  // prompt chunks, after the decode rows, in this order
   bool logits = false;
   double started = 0;
 };
@@ -311,24 +314,27 @@ bool Scheduler::SubmitGroup(int group, bool others_running) {
     f->decode.push_back(s.get());
     f->logits = f->logits || s->req.top_logprobs >= 0;
   }
-  // At most one prompt chunk: the oldest request still reading its prompt.
-  Slot* p = nullptr;
+  // Prompt chunks, oldest request first, up to the step's prompt budget: several short prompts
+  // that arrive together start together; a long one is read over several steps.
+  std::vector<Slot*> reading;
   for (auto& s : slots_) {
-    if (s->group != group || !s->stream || s->decoding) continue;
-    if (p == nullptr || s->order < p->order) p = s.get();
+    if (s->group == group && s->stream && !s->decoding) reading.push_back(s.get());
   }
-  if (p != nullptr) {
+  std::sort(reading.begin(), reading.end(), [](const Slot* a, const Slot* b) { return a->order < b->order; });
+  int64_t budget = std::max<int64_t>(
+      1, (others_running || !f->decode.empty()) ? o_.prompt_chunk : o_.prompt_chunk_alone);
+  for (Slot* p : reading) {
+    if (budget <= 0) break;
     const std::vector<int32_t>& prompt = p->req.prompt;
     const int64_t start = static_cast<int64_t>(p->cached.size());
-    const int64_t limit = (others_running || !f->decode.empty()) ? o_.prompt_chunk : o_.prompt_chunk_alone;
-    const int64_t end = std::min<int64_t>(static_cast<int64_t>(prompt.size()), start + std::max<int64_t>(1, limit));
+    const int64_t end = std::min<int64_t>(static_cast<int64_t>(prompt.size()), start + budget);
     for (int64_t j = start; j < end; ++j) {
       b.Add(prompt[j], static_cast<int32_t>(j), p->id, j + 1 == static_cast<int64_t>(prompt.size()));
     }
-    f->prompt = p;
-    f->prompt_rows = end - start;
-    f->prompt_done = end == static_cast<int64_t>(prompt.size());
-    if (f->prompt_done) {
+    budget -= end - start;
+    const bool done = end == static_cast<int64_t>(prompt.size());
+    f->prompts.push_back({p, end - start, done});
+    if (done) {
       ro.samplers.push_back({p->id, p->sampling, prompt});
       f->logits = f->logits || p->req.top_logprobs >= 0;
     }
@@ -348,7 +354,7 @@ bool Scheduler::SubmitGroup(int group, bool others_running) {
   }
   f->ticket = *t;
   for (Slot* s : f->decode) s->in_flight = true;
-  if (p != nullptr) p->in_flight = true;
+  for (const InFlight::Chunk& c : f->prompts) c.slot->in_flight = true;
   in_flight_.push_back(std::move(f));
   return true;
 }
@@ -359,7 +365,7 @@ Status Scheduler::CollectOldest() {
   exec::RunOutput out;
   Status st = ex_->Collect(f->ticket, &out);
   for (Slot* s : f->decode) s->in_flight = false;
-  if (f->prompt != nullptr) f->prompt->in_flight = false;
+  for (const InFlight::Chunk& c : f->prompts) c.slot->in_flight = false;
   if (!st.ok()) {
     FailAll(st);
     return st;
@@ -374,13 +380,15 @@ Status Scheduler::CollectOldest() {
   }
   // Every fed token's cells are now in the cache.
   for (Slot* s : f->decode) s->cached.push_back(s->next);
-  if (f->prompt != nullptr) {
-    Slot& p = *f->prompt;
+  for (const InFlight::Chunk& c : f->prompts) {
+    Slot& p = *c.slot;
     const size_t start = p.cached.size();
-    p.cached.insert(p.cached.end(), p.req.prompt.begin() + start, p.req.prompt.begin() + start + f->prompt_rows);
+    p.cached.insert(p.cached.end(), p.req.prompt.begin() + start, p.req.prompt.begin() + start + c.rows);
   }
   std::vector<Slot*> marked = f->decode;
-  if (f->prompt_done) marked.push_back(f->prompt);
+  for (const InFlight::Chunk& c : f->prompts) {
+    if (c.done) marked.push_back(c.slot);
+  }
   if (out.tokens.size() != marked.size()) {
     Status bad = Status::Internal("the executor returned " + std::to_string(out.tokens.size()) + " tokens for " +
                                   std::to_string(marked.size()) + " sequences");

@@ -3,8 +3,9 @@
 // The model's KV cache is divided into n_slots slots of n_ctx / n_slots cells (llama-server's
 // -np); slot i is sequence i. A request takes a free slot, its prompt is computed in chunks, and
 // then it decodes one token per step together with every other decoding slot: one batch per
-// step holds one row per decoding sequence plus at most one chunk of one prompt, so a new request
+// step holds one row per decoding sequence plus prompt chunks up to a budget, so a new request
 // joins the running batch at the next step and running streams keep flowing while it is read.
+// (Several short prompts that arrive together share one step's prompt budget.)
 //
 // Pipelines: the slots are dealt round-robin into as many groups as the executor has stages,
 // and each group has its own batch in flight (Executor::Submit/Collect): while the last worker
