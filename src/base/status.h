@@ -98,11 +98,13 @@ class [[nodiscard]] Result {
 #define TANDEM_CONCAT_INNER(a, b) a##b
 #define TANDEM_CONCAT(a, b) TANDEM_CONCAT_INNER(a, b)
 
-// Returns the Status from the enclosing function if `expr` is not OK.
-#define TANDEM_RETURN_IF_ERROR(expr)          \
+// Returns the Status from the enclosing function if `expr` is not OK. (Each use names its
+// variable by __COUNTER__, so a use inside another's argument, e.g. in a lambda, shadows nothing.)
+#define TANDEM_RETURN_IF_ERROR(expr) TANDEM_RETURN_IF_ERROR_IMPL(TANDEM_CONCAT(_tandem_st_, __COUNTER__), expr)
+#define TANDEM_RETURN_IF_ERROR_IMPL(st, expr) \
   do {                                        \
-    ::tandem::Status _tandem_st = (expr);     \
-    if (!_tandem_st.ok()) return _tandem_st;  \
+    ::tandem::Status st = (expr);             \
+    if (!st.ok()) return st;                  \
   } while (0)
 
 // `TANDEM_ASSIGN_OR_RETURN(auto x, ComputeResult());` declares x from a Result or returns its error.

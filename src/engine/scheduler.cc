@@ -320,7 +320,7 @@ bool Scheduler::SubmitGroup(int group, bool others_running) {
   for (auto& s : slots_) {
     if (s->group == group && s->stream && !s->decoding) reading.push_back(s.get());
   }
-  std::sort(reading.begin(), reading.end(), [](const Slot* a, const Slot* b) { return a->order < b->order; });
+  std::sort(reading.begin(), reading.end(), [](const Slot* x, const Slot* y) { return x->order < y->order; });
   int64_t budget = std::max<int64_t>(
       1, (others_running || !f->decode.empty()) ? o_.prompt_chunk : o_.prompt_chunk_alone);
   for (Slot* p : reading) {
