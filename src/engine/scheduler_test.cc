@@ -193,7 +193,7 @@ TEST(SchedulerTest, ANextTurnReusesItsSlotsCache) {
   std::unique_ptr<Engine> e = OpenEngine();
   ASSERT_NE(e, nullptr);
   SchedulerOptions so;
-  so.n_slots = 2;
+  so.n_slots = 3;  // at the second turn the least recently used slot is a never-used one
   so.n_ctx = 512;
   std::unique_ptr<Scheduler> sched_owner = MakeScheduler(*e, so);
   Scheduler& sched = *sched_owner;
@@ -203,7 +203,7 @@ TEST(SchedulerTest, ANextTurnReusesItsSlotsCache) {
   Outcome o1 = Drain(**s1);
   ASSERT_FALSE(o1.failed);
   EXPECT_EQ(o1.done.cached_tokens, 0);
-  // Another conversation in between takes the other slot.
+  // Another conversation in between takes another slot.
   Result<std::shared_ptr<Stream>> other = sched.Submit(MakeRequest(*e, "The dog ran", 8));
   ASSERT_TRUE(other.ok());
   ASSERT_FALSE(Drain(**other).failed);
