@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
@@ -21,6 +22,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     engine::BenchOptions bench;
     bool json = false;
     bool roofline = false;
+    int64_t small_batch = 0;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt processing and generation speed");
@@ -31,6 +33,10 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("-r,--repetitions", a->bench.repetitions, "Repetitions")->capture_default_str()
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->add_option("--small-batch", a->small_batch,
+                  "Also time a forward of N tokens of one sequence at position 256 against a 1-token step "
+                  "there (what speculative verification costs)")
+      ->check(CLI::Range(0, 512));
   cmd->add_flag("--roofline", a->roofline,
                 "Also measure this machine's memory read bandwidth and show generation against its roofline "
                 "(bandwidth / weight bytes read per token)");
@@ -41,7 +47,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     if (!m.ok()) return fail(m.status());
     Result<pipeline::ExecutorOptions> xo = ToExecutorOptions(a->model, a->dist);
     if (!xo.ok()) return fail(xo.status());
-    xo->n_ctx = std::max<int64_t>(a->bench.n_prompt, a->bench.n_gen) + 16;
+    xo->n_ctx = std::max<int64_t>({a->bench.n_prompt, a->bench.n_gen, a->small_batch > 0 ? 256 + a->small_batch : 0}) + 16;
     if (a->dist.dry_run) {
       if (Status st = DryRun(a->model.model, *xo); !st.ok()) fail(st);
       return;
@@ -50,6 +56,12 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     if (!ex.ok()) return fail(ex.status());
     Result<std::vector<engine::BenchResult>> results = engine::RunBench(**ex, a->bench);
     if (!results.ok()) return fail(results.status());
+    std::optional<engine::SmallBatchResult> small;
+    if (a->small_batch > 0) {
+      Result<engine::SmallBatchResult> sb = engine::RunSmallBatch(**ex, a->small_batch, 256, std::max(5, a->bench.repetitions));
+      if (!sb.ok()) return fail(sb.status());
+      small = *sb;
+    }
     const std::vector<exec::StageInfo> stages = (*ex)->stages();
     const bool split = stages.size() > 1;
     const std::string name = std::filesystem::path(a->model.model).filename().string();
@@ -118,6 +130,19 @@ void RegisterBench(CLI::App& app, int* exit_code) {
         std::snprintf(size, sizeof size, "%.2f GiB", m->weight_bytes() / 1073741824.0);
         std::printf("| %-28s | %10s | %7d | %8s | %6.2f ± %4.2f |\n", name.c_str(), size,
                     a->model.threads, r.test.c_str(), r.mean, r.stddev);
+      }
+    }
+    if (small) {
+      if (a->json) {
+        out.push_back({{"model", name}, {"test", "small_batch"}, {"threads", a->model.threads},
+                       {"tokens", small->n}, {"position", small->at}, {"batch_ms", small->batch_ms},
+                       {"step_ms", small->step_ms}, {"ratio", small->batch_ms / small->step_ms}});
+      } else {
+        std::snprintf(text, sizeof text,
+                      "\nsmall batch at position %lld: %lld tokens %.2f ms, 1 token %.2f ms, ratio %.2f (medians)",
+                      static_cast<long long>(small->at), static_cast<long long>(small->n), small->batch_ms,
+                      small->step_ms, small->batch_ms / small->step_ms);
+        summary += text;
       }
     }
     if (a->json) {

@@ -1,5 +1,6 @@
 #include "engine/bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -74,6 +75,49 @@ Result<std::vector<BenchResult>> RunBench(exec::Executor& ex, const BenchOptions
     results.push_back(std::move(r));
   }
   return results;
+}
+
+Result<SmallBatchResult> RunSmallBatch(exec::Executor& ex, int64_t n, int64_t at, int repetitions) {
+  if (n < 1 || at < 1 || repetitions < 1) return Status::InvalidArgument("small batch: n, position and repetitions must be >= 1");
+  if (at + n > ex.n_ctx()) return Status::InvalidArgument("small batch: the context is too small");
+  const int64_t n_vocab = ex.params().n_vocab;
+  std::mt19937 rng(2);
+  TANDEM_RETURN_IF_ERROR(ex.Clear());
+  model::Batch b;
+  exec::RunOutput out;
+  for (int64_t j = 0; j < at; ++j) b.Add(static_cast<int32_t>(rng() % n_vocab), static_cast<int32_t>(j), 0, j + 1 == at);
+  exec::RunOptions fill;
+  fill.logits = true;
+  TANDEM_RETURN_IF_ERROR(ex.Run(b, fill, &out));
+  // Each timed run drops what the previous one added, with its own first micro-batch.
+  exec::RunOptions o;
+  o.logits = true;
+  o.truncate.push_back({0, static_cast<int32_t>(at)});
+  auto time = [&](int64_t rows) -> Result<double> {
+    b.Clear();
+    for (int64_t j = 0; j < rows; ++j) b.Add(static_cast<int32_t>(rng() % n_vocab), static_cast<int32_t>(at + j), 0, true);
+    const auto t0 = Clock::now();
+    TANDEM_RETURN_IF_ERROR(ex.Run(b, o, &out));
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  TANDEM_RETURN_IF_ERROR(time(n).status());  // warm-up
+  std::vector<double> batch, step;
+  for (int r = 0; r < repetitions; ++r) {
+    TANDEM_ASSIGN_OR_RETURN(double s1, time(1));
+    TANDEM_ASSIGN_OR_RETURN(double sn, time(n));
+    step.push_back(s1);
+    batch.push_back(sn);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  SmallBatchResult r;
+  r.n = n;
+  r.at = at;
+  r.batch_ms = median(batch);
+  r.step_ms = median(step);
+  return r;
 }
 
 }  // namespace tandem::engine

@@ -33,4 +33,14 @@ struct BenchResult {
 
 Result<std::vector<BenchResult>> RunBench(exec::Executor& executor, const BenchOptions& options);
 
+// A small batch against a decode step, as speculative verification and a server's batch see it:
+// with `at` tokens of one sequence in the cache, the time of a forward of `n` more tokens of it
+// (every row's logits) and of a 1-token step at the same position, alternated `repetitions` times
+// (the cache truncated back to `at` after each); medians in milliseconds.
+struct SmallBatchResult {
+  int64_t n = 0, at = 0;
+  double batch_ms = 0, step_ms = 0;
+};
+Result<SmallBatchResult> RunSmallBatch(exec::Executor& executor, int64_t n, int64_t at, int repetitions);
+
 }  // namespace tandem::engine

@@ -1,6 +1,7 @@
 // Engine: a new turn of a conversation computes only its new tokens (the cache keeps the shared
 // prefix), on one node and over in-process workers; the text is what a fresh engine gives.
 #include "engine/engine.h"
+#include "engine/bench.h"
 
 #include <gtest/gtest.h>
 
@@ -81,6 +82,30 @@ TEST(EngineTest, ANewTurnComputesOnlyItsNewTokensOverWorkers) {
   if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
   pipeline::TestWorker w1, w2;
   CheckTurns({w1.addr(), w2.addr()});
+}
+
+}  // namespace
+}  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// The small-batch figure of `tandem bench`: both timings are measured, and every timed run drops
+// the previous one's tokens first, so the cache ends holding the prefix and the last batch only.
+TEST(BenchTest, SmallBatchTruncatesBetweenRuns) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  Result<model::Model> m = model::Model::Load(ModelPath());
+  ASSERT_TRUE(m.ok());
+  exec::LocalExecutor ex(*m, 512, 1);
+  Result<SmallBatchResult> r = RunSmallBatch(ex, 8, 100, 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->n, 8);
+  EXPECT_EQ(r->at, 100);
+  EXPECT_GT(r->batch_ms, 0);
+  EXPECT_GT(r->step_ms, 0);
+  EXPECT_EQ(ex.context().cache().used(), 108);
+  EXPECT_FALSE(RunSmallBatch(ex, 8, 510, 5).ok());  // does not fit the context
+  EXPECT_FALSE(RunSmallBatch(ex, 0, 100, 5).ok());
 }
 
 }  // namespace
