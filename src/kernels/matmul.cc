@@ -46,6 +46,16 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
   const size_t row_bytes = quant::RowBytes(wtype, cols);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* a = scratch.act.data();
+  if (n_tokens <= kMaxMultiRows) {
+    pool.ParallelFor(rows, kRowGranule, [&](int64_t begin, int64_t end) {
+      float out[kMaxMultiRows];
+      for (int64_t i = begin; i < end; ++i) {
+        multi(cols, wb + i * row_bytes, a, a_stride, static_cast<int>(n_tokens), out);
+        for (int64_t j = 0; j < n_tokens; ++j) y[j * y_stride + i] = out[j];
+      }
+    });
+    return;
+  }
   // Tiles: a band of weight rows per thread; inside it, blocks of rows x token groups so that a
   // weight row stays in L1/L2 while every token group passes over it.
   constexpr int64_t kRowTile = 16;
