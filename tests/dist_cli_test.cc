@@ -88,7 +88,7 @@ TEST(DistCliTest, GreedyRunEqualsTheSingleNodeText) {
   EXPECT_EQ(s1.out, s2.out);
 }
 
-TEST(DistCliTest, KilledWorkerGivesACleanErrorNamingItWithinThreeSeconds) {
+TEST(DistCliTest, WithNoResumeAKilledWorkerGivesACleanErrorNamingItWithinThreeSeconds) {
   const std::string model = ModelPath("stories260K.gguf");
   TANDEM_REQUIRE_SHARED(model);
   int p1 = 0, p2 = 0;
@@ -102,7 +102,7 @@ TEST(DistCliTest, KilledWorkerGivesACleanErrorNamingItWithinThreeSeconds) {
   auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
   ASSERT_TRUE(e1.ok() && e2.ok());
   Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
-               "--worker", Addr((*e1)->port()), "--worker", Addr((*e2)->port())});
+               "--worker", Addr((*e1)->port()), "--worker", Addr((*e2)->port()), "--no-resume"});
   ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();  // text is streaming
   const auto t0 = std::chrono::steady_clock::now();
   w2->Kill(SIGKILL);
@@ -149,7 +149,7 @@ TEST(DistCliTest, WorkersSurviveTheMainNodeCrashing) {
   EXPECT_TRUE(w2->running());
 }
 
-TEST(DistCliTest, StalledLinkIsDetectedWithinThreeSeconds) {
+TEST(DistCliTest, WithNoResumeAStalledLinkIsDetectedWithinThreeSeconds) {
   const std::string model = ModelPath("stories260K.gguf");
   TANDEM_REQUIRE_SHARED(model);
   int p1 = 0, p2 = 0;
@@ -161,7 +161,7 @@ TEST(DistCliTest, StalledLinkIsDetectedWithinThreeSeconds) {
   auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
   ASSERT_TRUE(e2.ok());
   Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
-               "--worker", Addr(p1), "--worker", Addr((*e2)->port())});
+               "--worker", Addr(p1), "--worker", Addr((*e2)->port()), "--no-resume"});
   ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();
   const auto t0 = std::chrono::steady_clock::now();
   (*e2)->Stall(true);  // both links to worker 2 go silent, the processes stay up

@@ -25,6 +25,8 @@ struct DistFlags {
   std::string tensor_split;
   std::string layers;
   std::string key_file;
+  std::vector<std::string> standby;  // --standby HOST:PORT (repeatable)
+  bool no_resume = false;
   bool dry_run = false;
 };
 
@@ -48,6 +50,12 @@ inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
       ->group("Distributed");
   cmd->add_option("--auth-key-file", f->key_file, "Pre-shared key file of the workers")
       ->group("Distributed");
+  cmd->add_option("--standby", f->standby,
+                  "A worker HOST[:PORT] that joins the pipeline only when another fails (repeat)")
+      ->take_all()->group("Distributed");
+  cmd->add_flag("--no-resume", f->no_resume,
+                "When a worker fails, stop with an error naming it instead of going on over the rest")
+      ->group("Distributed");
   cmd->add_flag("--dry-run", f->dry_run,
                 "Print the placement plan (nodes, layers, weight and KV bytes) and exit without loading")
       ->group("Distributed");
@@ -58,6 +66,11 @@ inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
 inline Result<pipeline::ExecutorOptions> ToExecutorOptions(const ModelFlags& m, const DistFlags& f) {
   pipeline::ExecutorOptions c;
   c.workers = f.workers;
+  c.standby = f.standby;
+  c.resume = !f.no_resume;
+  if (!f.standby.empty() && f.workers.empty()) {
+    return Status::InvalidArgument("--standby needs at least one --worker (a standby joins a pipeline when a worker fails)");
+  }
   c.n_ctx = m.n_ctx;
   c.threads = m.threads;
   c.ubatch = MicroBatch(m);

@@ -67,6 +67,7 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     tokens.push_back(bos);
   }
   exec::Executor& ex = *exec_;
+  (void)ex.Rejoin();  // a pipeline that lost a worker uses it again if it is back
   const int64_t n_ctx = ex.n_ctx();
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
     return Status::OutOfRange("the prompt has " + std::to_string(tokens.size()) +

@@ -502,6 +502,18 @@ void Scheduler::Loop() {
         continue;
       }
     }
+    // Idle with a request waiting: a pipeline that lost a worker takes it back if it is up again
+    // (the executor keeps every slot's cache).
+    bool idle = in_flight_.empty();
+    for (auto& s : slots_) idle = idle && !s->stream;
+    if (idle) {
+      bool waiting = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        waiting = !queue_.empty();
+      }
+      if (waiting) (void)ex_->Rejoin();
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       AssignSlots();

@@ -16,7 +16,10 @@
 // chat's next turn finds its previous turn) and computes only the rest; the truncation of the
 // rest travels with the first chunk. A cancelled request's cells are freed with the next batch.
 //
-// Failures: a failed step fails the requests in that batch (their streams get an error) and
+// Failures: a pipeline that loses a worker resumes over the rest by itself (pipeline/
+// resuming_executor.h): requests in flight go on, and while the scheduler is idle with a request
+// waiting it asks the executor to take back workers that are up again (Executor::Rejoin). A step
+// that fails anyway (resumption impossible, or --no-resume) fails the requests in that batch (their streams get an error) and
 // every other running request, since the pipeline's state is then unknown; the cache is cleared.
 // If the executor cannot run any more (a worker died), `reopen` (when given) builds a new one on
 // the next request; until it succeeds, requests fail with the reason and healthy() is false.

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "engine/engine.h"
@@ -19,13 +21,14 @@ std::string ModelPath() {
   return (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/stories260K.gguf").string();
 }
 
-std::unique_ptr<Engine> OpenEngine(const std::vector<std::string>& workers = {}, int64_t n_ctx = 512) {
+std::unique_ptr<Engine> OpenEngine(const std::vector<std::string>& workers = {}, int64_t n_ctx = 512,
+                                   std::function<void(const std::string&)> log = {}) {
   EngineOptions o;
   o.model_path = ModelPath();
   o.exec.threads = 1;
   o.exec.n_ctx = n_ctx;
   o.exec.workers = workers;
-  o.exec.log = [](const std::string&) {};
+  o.exec.log = log ? log : [](const std::string&) {};
   Result<std::unique_ptr<Engine>> e = Engine::Open(o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -45,7 +48,8 @@ struct Outcome {
   std::vector<TokenLogprob> logprobs;
 };
 
-Outcome Drain(Stream& s, int cancel_after_texts = -1) {
+// `on_third_text`, if given, runs once when the third piece of text arrives.
+Outcome Drain(Stream& s, int cancel_after_texts = -1, const std::function<void()>& on_third_text = {}) {
   Outcome o;
   int texts = 0;
   for (;;) {
@@ -59,6 +63,7 @@ Outcome Drain(Stream& s, int cancel_after_texts = -1) {
       o.text += e.text;
       o.logprobs.insert(o.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
       if (++texts == cancel_after_texts) s.Cancel();
+      if (texts == 3 && on_third_text) on_third_text();
       continue;
     }
     if (e.kind == Event::Kind::kError) {
@@ -95,13 +100,13 @@ const std::vector<std::string> kPrompts = {
 };
 
 // What Engine::Generate (the `run` command's path) writes for request i.
-std::vector<std::string> GenerateAlone(float temperature, float repeat_penalty) {
+std::vector<std::string> GenerateAlone(float temperature, float repeat_penalty, int n_base = 24) {
   std::unique_ptr<Engine> e = OpenEngine();
   std::vector<std::string> want;
   if (e == nullptr) return want;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     GenerateOptions g;
-    g.n_predict = 24 + static_cast<int>(i);
+    g.n_predict = n_base + static_cast<int>(i);
     g.sampling.temperature = temperature;
     g.sampling.repeat_penalty = repeat_penalty;
     g.sampling.seed = 100 + i;
@@ -186,6 +191,50 @@ TEST(SchedulerTest, ConcurrentRequestsThroughTwoWorkersEqualEachAlone) {
   SchedulerMetrics one;
   EXPECT_EQ(RunTogether({w1.addr(), w2.addr()}, 6, 0, 1.0f, &one, 1), want);
   EXPECT_LT(one.steps, m.steps);
+}
+
+// A worker that dies while eight requests are being served: every request goes on (the pipeline
+// resumes over the main node and the other worker) and gets exactly its text alone, seeded
+// sampling included.
+TEST(SchedulerTest, RequestsInFlightGoOnWhenAWorkerDies) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  const std::vector<std::string> want = GenerateAlone(0.9f, 1.1f, 80);
+  pipeline::TestWorker w1;
+  auto w2 = std::make_unique<pipeline::TestWorker>();
+  std::mutex log_mu;
+  std::string log;
+  std::unique_ptr<Engine> e = OpenEngine({w1.addr(), w2->addr()}, 1024, [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    log += l + "\n";
+  });
+  ASSERT_NE(e, nullptr);
+  SchedulerOptions so;
+  so.n_slots = 4;  // 256 cells each
+  so.n_ctx = 1024;
+  so.prompt_chunk = 5;
+  std::unique_ptr<Scheduler> sched = MakeScheduler(*e, so);
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    Request r = MakeRequest(*e, kPrompts[i], 80 + static_cast<int>(i), 0.9f, 100 + i);
+    r.sampling.repeat_penalty = 1.1f;
+    Result<std::shared_ptr<Stream>> s = sched->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+  }
+  // The second worker stops after the first request's third piece of text.
+  std::vector<Outcome> got(streams.size());
+  std::vector<std::thread> readers;
+  readers.emplace_back([&] { got[0] = Drain(*streams[0], -1, [&] { w2.reset(); }); });
+  for (size_t i = 1; i < streams.size(); ++i) readers.emplace_back([&, i] { got[i] = Drain(*streams[i]); });
+  for (std::thread& t : readers) t.join();
+  for (size_t i = 0; i < streams.size(); ++i) {
+    EXPECT_FALSE(got[i].failed) << i << ": " << got[i].error.ToString();
+    EXPECT_EQ(got[i].text, want[i]) << i;
+  }
+  std::lock_guard<std::mutex> lock(log_mu);
+  EXPECT_NE(log.find("lost worker"), std::string::npos) << log;
+  EXPECT_NE(log.find("resumed in"), std::string::npos) << log;
+  EXPECT_TRUE(sched->healthy());
 }
 
 TEST(SchedulerTest, ANextTurnReusesItsSlotsCache) {

@@ -68,6 +68,12 @@ class Executor {
   // Ok while the executor can run; else why it cannot any more (a pipeline whose worker died).
   // May be called from any thread.
   virtual Status Health() const { return Status::Ok(); }
+  // When Health() is not Ok: the node it blames ("HOST:PORT"), if one.
+  virtual std::string failed_node() const { return ""; }
+  // Between requests (no batch in flight): an executor that lost nodes and went on without them
+  // tries them again and, if any is back, uses it from now on (every sequence's cache kept).
+  // Errors are about the attempt; the executor stays usable as it was.
+  virtual Status Rejoin() { return Status::Ok(); }
   // How many batches in flight keep every stage busy: the number of stages.
   virtual int pipeline_depth() const { return static_cast<int>(stages().size()); }
   // Drops every sequence from the KV caches.

@@ -380,6 +380,7 @@ void Forward::Encode(Writer& w) const {
     w.Bytes(s.history.data(), s.history.size() * 4);
     w.U32(static_cast<uint32_t>(s.banned.size()));
     w.Bytes(s.banned.data(), s.banned.size() * 4);
+    w.U64(s.skip_draws);
   }
 }
 
@@ -450,6 +451,9 @@ Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
     if (p.ok()) {
       for (int32_t t : s.banned) p.Check(t >= 0, "banned", "holds a negative token id");
     }
+    p.Get(&s.skip_draws, "skip_draws");
+    p.Check(s.skip_draws <= kMaxSkipDraws, "skip_draws", "is " + std::to_string(s.skip_draws) + " (limit " +
+                                                        std::to_string(kMaxSkipDraws) + ")");
   }
   if (p.ok() && (m->flags & (kSample | kReturnLogits))) {
     bool any = false;

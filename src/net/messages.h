@@ -174,6 +174,7 @@ struct SamplerConfig {
   uint64_t seed = 0;
   std::vector<int32_t> history;  // tokens already in the sequence, for the penalties
   std::vector<int32_t> banned;   // tokens never sampled (--ignore-eos), at most kMaxBannedTokens
+  uint64_t skip_draws = 0;       // random draws already made (a resumed sequence), <= kMaxSkipDraws
 };
 
 // Drop the cells of `seq` at positions >= `from`.

@@ -29,6 +29,7 @@ Forward SampleForward() {
   f.samplers[0].seed = 1234;
   f.samplers[0].history = {1, 2, 3};
   f.samplers[0].banned = {2, 7};
+  f.samplers[0].skip_draws = 321;
   f.samplers[1].seq = 9;
   f.samplers[1].history = {4};
   return f;
@@ -54,9 +55,22 @@ TEST(MessagesTest, ForwardRoundTrips) {
   EXPECT_EQ(g->samplers[0].history, f.samplers[0].history);
   EXPECT_EQ(g->samplers[0].banned, f.samplers[0].banned);
   EXPECT_EQ(g->samplers[0].seed, 1234u);
+  EXPECT_EQ(g->samplers[0].skip_draws, 321u);
+  EXPECT_EQ(g->samplers[1].skip_draws, 0u);
   EXPECT_FLOAT_EQ(g->samplers[0].temperature, 0.7f);
   EXPECT_EQ(g->samplers[1].seq, 9);
   EXPECT_EQ(g->samplers[1].history, f.samplers[1].history);
+}
+
+// A sender could ask a worker to skip 2^64 draws (minutes of work): refused before anything runs.
+TEST(MessagesTest, ForwardRefusesTooManySkippedDraws) {
+  Forward f = SampleForward();
+  f.samplers[1].skip_draws = kMaxSkipDraws;
+  EXPECT_TRUE(Forward::Decode(PayloadOf(f)).ok());
+  f.samplers[1].skip_draws = kMaxSkipDraws + 1;
+  Result<Forward> g = Forward::Decode(PayloadOf(f));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("skip_draws"), std::string::npos) << g.status().ToString();
 }
 
 TEST(MessagesTest, HandshakeAndControlRoundTrip) {

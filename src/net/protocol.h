@@ -18,7 +18,7 @@
 namespace tandem::net {
 
 inline constexpr uint32_t kMagic = 0x4D444E54;  // "TNDM" as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr uint16_t kDefaultPort = 50052;  // as llama.cpp's rpc-server
 
 inline constexpr size_t kFrameHeaderBytes = 8;
@@ -31,6 +31,7 @@ inline constexpr uint32_t kMaxEmbd = 65536;
 inline constexpr uint32_t kMaxVocab = 1u << 20;
 inline constexpr uint32_t kMaxHistoryTokens = 1u << 16;
 inline constexpr uint32_t kMaxBannedTokens = 256;
+inline constexpr uint64_t kMaxSkipDraws = uint64_t{1} << 24;  // sampling::kMaxSkipDraws
 // Truncations and sampler configurations one Forward may carry (a server's batch of sequences).
 inline constexpr uint32_t kMaxSequenceOps = 256;
 inline constexpr uint32_t kMaxChunkBytes = 8u << 20;

@@ -96,6 +96,7 @@ struct Coordinator::Impl {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Status> failure;                   // sticky: the session is unusable
+  std::string failed_node;                         // "HOST:PORT" of the worker it came from
   std::map<uint64_t, Result<net::ResultMsg>> results;  // by request
   std::vector<std::optional<net::Loaded>> loaded;
   std::vector<bool> linked;
@@ -128,9 +129,13 @@ struct Coordinator::Impl {
            std::to_string(s.layer_end - 1) + ")";
   }
 
-  void SetFailure(Status st) {
+  // `worker`: the index of the worker it came from (npos: none in particular).
+  void SetFailure(Status st, size_t worker = std::string::npos) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!failure && !closing) failure = std::move(st);
+    if (!failure && !closing) {
+      failure = std::move(st);
+      if (worker < names.size()) failed_node = names[worker];
+    }
     cv.notify_all();
   }
 
@@ -140,7 +145,7 @@ struct Coordinator::Impl {
         return;
       case MsgType::kResult: {
         Result<net::ResultMsg> r = net::ResultMsg::Decode(p);
-        if (!r.ok()) return SetFailure(r.status().WithContext(StageName(i)));
+        if (!r.ok()) return SetFailure(r.status().WithContext(StageName(i)), i);
         std::lock_guard<std::mutex> lock(mu);
         const uint64_t req = r->request;
         results.insert_or_assign(req, std::move(r));
@@ -149,9 +154,9 @@ struct Coordinator::Impl {
       }
       case MsgType::kError: {
         Result<net::ErrorMsg> e = net::ErrorMsg::Decode(p);
-        if (!e.ok()) return SetFailure(e.status().WithContext(StageName(i)));
+        if (!e.ok()) return SetFailure(e.status().WithContext(StageName(i)), i);
         Status st = e->ToStatus().WithContext(StageName(i));
-        if (e->request == 0) return SetFailure(st);
+        if (e->request == 0) return SetFailure(st, i);
         std::lock_guard<std::mutex> lock(mu);
         results.insert_or_assign(e->request, Result<net::ResultMsg>(st));
         cv.notify_all();
@@ -159,7 +164,7 @@ struct Coordinator::Impl {
       }
       case MsgType::kLoadProgress: {
         Result<net::LoadProgress> lp = net::LoadProgress::Decode(p);
-        if (!lp.ok()) return SetFailure(lp.status().WithContext(StageName(i)));
+        if (!lp.ok()) return SetFailure(lp.status().WithContext(StageName(i)), i);
         std::lock_guard<std::mutex> lock(progress_mu);  // one reader thread per worker
         if (!load_progress[i] || load_what[i] != lp->what) {
           load_what[i] = lp->what;
@@ -171,7 +176,7 @@ struct Coordinator::Impl {
       }
       case MsgType::kLoaded: {
         Result<net::Loaded> l = net::Loaded::Decode(p);
-        if (!l.ok()) return SetFailure(l.status().WithContext(StageName(i)));
+        if (!l.ok()) return SetFailure(l.status().WithContext(StageName(i)), i);
         std::lock_guard<std::mutex> lock(mu);
         loaded[i] = *l;
         cv.notify_all();
@@ -191,7 +196,7 @@ struct Coordinator::Impl {
       }
       default:
         SetFailure(Status::Corruption(StageName(i) + " sent an unexpected " +
-                                      std::string(net::MsgTypeName(type)) + " frame"));
+                                      std::string(net::MsgTypeName(type)) + " frame"), i);
     }
   }
 
@@ -207,6 +212,7 @@ struct Coordinator::Impl {
         if (!failure && silent > o.dead_after_ms) {
           failure = Status::IOError(StageName(i) + " has not answered for " + std::to_string(silent) +
                                     " ms: the worker or its link is dead");
+          failed_node = names[i];
         }
       }
     }
@@ -386,7 +392,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
         std::move(sockets[i]), "worker " + m.names[i],
         [raw, i](uint16_t t, std::span<const uint8_t> pl) { raw->OnFrame(i, t, pl); },
         [raw, i](const Status& why) {
-          raw->SetFailure(Status::IOError(raw->StageName(i) + " disconnected: " + why.message()));
+          raw->SetFailure(Status::IOError(raw->StageName(i) + " disconnected: " + why.message()), i);
         }));
   }
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(impl)));
@@ -516,6 +522,11 @@ Status Coordinator::Clear() {
 Status Coordinator::Health() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->failure ? *impl_->failure : Status::Ok();
+}
+
+std::string Coordinator::failed_node() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->failed_node;
 }
 
 int64_t Coordinator::n_ctx() const { return impl_->n_ctx; }

@@ -35,6 +35,10 @@ namespace tandem::pipeline {
 // options struct of pipeline::OpenExecutor (executor_factory.h), which builds either.
 struct ExecutorOptions {
   std::vector<std::string> workers;  // HOST[:PORT], in pipeline order (empty: this machine alone)
+  // With workers: when one fails, go on over the rest plus these (pipeline/resuming_executor.h);
+  // `resume` false: fail the run instead, naming the worker.
+  std::vector<std::string> standby;
+  bool resume = true;
   int64_t n_ctx = 4096;
   int threads = sys::DefaultThreadCount();  // for this machine's stage
   // Prompt tokens per micro-batch, on one node and in a pipeline alike; 0: chosen per prompt from
@@ -71,6 +75,7 @@ class Coordinator : public exec::Executor {
   Status Collect(uint64_t ticket, exec::RunOutput* out) override;
   Status Clear() override;
   Status Health() const override;
+  std::string failed_node() const override;
   int64_t n_ctx() const override;
   const model::ModelParams& params() const override;
   std::vector<exec::StageInfo> stages() const override;

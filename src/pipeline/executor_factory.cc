@@ -3,15 +3,19 @@
 #include <cstdio>
 
 #include "base/progress.h"
+#include "net/auth.h"
+#include "net/socket.h"
+#include "pipeline/resuming_executor.h"
 
 namespace tandem::pipeline {
+namespace {
 
-Result<std::unique_ptr<exec::Executor>> OpenExecutor(model::Model& model, const std::string& model_path,
-                                                     const ExecutorOptions& o) {
-  TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(model.params(), o.context));
-  if (!o.workers.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> c, Coordinator::Open(model, model_path, o));
-    return std::unique_ptr<exec::Executor>(std::move(c));
+// The whole model on this machine: refused when it does not fit in free memory.
+Result<std::unique_ptr<exec::Executor>> OpenLocal(model::Model& model, const ExecutorOptions& o, bool check_memory) {
+  if (check_memory) {
+    const std::vector<NodeInfo> main = {{"main (this machine)", sys::Memory().available}};
+    TANDEM_RETURN_IF_ERROR(MakePlan(Footprint(model.file(), model.params(), o.n_ctx, o.context.type_k, o.context.type_v),
+                                    main, PlanOptions{}).status());
   }
   if (o.ubatch < 0) return Status::InvalidArgument("--ubatch-size must be positive (or 0: automatic)");
   if (!o.use_mmap) {
@@ -29,6 +33,41 @@ Result<std::unique_ptr<exec::Executor>> OpenExecutor(model::Model& model, const 
   }
   return std::unique_ptr<exec::Executor>(
       std::make_unique<exec::LocalExecutor>(model, o.n_ctx, o.threads, o.ubatch, o.context));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<exec::Executor>> OpenExecutor(model::Model& model, const std::string& model_path,
+                                                     const ExecutorOptions& o) {
+  TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(model.params(), o.context));
+  if (o.workers.empty()) return OpenLocal(model, o, /*check_memory=*/false);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> c, Coordinator::Open(model, model_path, o));
+  if (!o.resume) return std::unique_ptr<exec::Executor>(std::move(c));
+  ResumeOptions ro;
+  ro.workers = o.workers;
+  ro.standby = o.standby;
+  ro.log = o.log;
+  // `model` and `model_path` outlive the executor (the caller's guarantee); the options are kept.
+  PipelineOpener open = [&model, model_path, o](const std::vector<std::string>& workers,
+                                                bool quiet) -> Result<std::unique_ptr<exec::Executor>> {
+    ExecutorOptions w = o;
+    w.workers = workers;
+    if (quiet) w.log = [](const std::string&) {};
+    if (workers.empty()) return OpenLocal(model, w, /*check_memory=*/true);
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> next, Coordinator::Open(model, model_path, w));
+    return std::unique_ptr<exec::Executor>(std::move(next));
+  };
+  WorkerProbe probe = [o](const std::string& worker) -> Status {
+    std::string host;
+    uint16_t port = 0;
+    TANDEM_RETURN_IF_ERROR(net::ParseHostPort(worker, net::kDefaultPort, &host, &port));
+    TANDEM_ASSIGN_OR_RETURN(net::Socket s, net::Socket::Connect(host, port, std::min(o.connect_timeout_ms, 1000)));
+    TANDEM_ASSIGN_OR_RETURN(net::WorkerInfo info, net::ClientHandshake(s, net::Role::kProbe, o.key, 1000));
+    if (info.busy) return Status::Unavailable("busy serving another session");
+    return Status::Ok();
+  };
+  return std::unique_ptr<exec::Executor>(
+      std::make_unique<ResumingExecutor>(std::move(c), std::move(ro), std::move(open), std::move(probe)));
 }
 
 }  // namespace tandem::pipeline

@@ -21,6 +21,7 @@ inline net::SamplerConfig ToWire(int32_t seq, const sampling::SamplerParams& p,
   c.seed = p.seed;
   c.history = history;
   c.banned = p.banned;
+  c.skip_draws = p.skip_draws;
   return c;
 }
 
@@ -36,6 +37,7 @@ inline sampling::SamplerParams FromWire(const net::SamplerConfig& c) {
   p.presence_penalty = c.presence_penalty;
   p.seed = c.seed;
   p.banned = c.banned;
+  p.skip_draws = c.skip_draws;
   return p;
 }
 

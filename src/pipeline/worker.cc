@@ -43,6 +43,7 @@ struct Worker::Impl {
 };
 
 void Worker::Impl::Handle(net::Socket s) {
+  if (stop) return;  // stopping: nothing new starts (the socket closes here)
   const std::string peer = s.PeerName();
   Result<net::ServerHello> h = net::ServerHandshake(s, o.key);
   if (!h.ok()) {
@@ -155,7 +156,12 @@ Result<std::unique_ptr<Worker>> Worker::Start(WorkerOptions o) {
 
 uint16_t Worker::port() const { return impl_->listener.port(); }
 const net::WorkerInfo& Worker::info() const { return impl_->info; }
-void Worker::Stop() { impl_->stop = true; }
+void Worker::Stop() {
+  impl_->stop = true;
+  // The session's connections close now (its peers see the worker go at once); Serve joins it.
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->session) impl_->session->Shutdown("the worker is stopping");
+}
 
 void Worker::Serve(const std::atomic<bool>* stop_flag) {
   Impl& w = *impl_;

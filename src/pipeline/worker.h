@@ -73,6 +73,7 @@ class Worker {
   const net::WorkerInfo& info() const;
   // Serves connections until Stop() or *stop_flag (checked every 200 ms) becomes true.
   void Serve(const std::atomic<bool>* stop_flag = nullptr);
+  // Ends the running session at once (its connections close) and makes Serve() return.
   void Stop();
 
   struct Impl;

@@ -37,6 +37,9 @@ Status Validate(const SamplerParams& p) {
   for (int32_t t : p.banned) {
     if (t < 0) return Status::InvalidArgument("sampler: a banned token id is negative");
   }
+  if (p.skip_draws > kMaxSkipDraws) {
+    return Bad("skip_draws", static_cast<double>(p.skip_draws), "<= " + std::to_string(kMaxSkipDraws));
+  }
   return Status::Ok();
 }
 
@@ -46,7 +49,9 @@ Sampler::Sampler(const SamplerParams& params, uint64_t seed)
     : params_(params),
       seed_(seed),
       rng_(seed),
-      history_(static_cast<size_t>(params.repeat_last_n)) {}
+      history_(static_cast<size_t>(params.repeat_last_n)) {
+  rng_.Skip(params.skip_draws);
+}
 
 Result<Sampler> Sampler::Create(const SamplerParams& params) {
   TANDEM_RETURN_IF_ERROR(Validate(params));
@@ -93,6 +98,7 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits) {
 void Sampler::Reset() {
   history_.Clear();
   rng_ = Rng(seed_);
+  rng_.Skip(params_.skip_draws);
 }
 
 }  // namespace tandem::sampling

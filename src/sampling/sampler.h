@@ -38,8 +38,12 @@ struct SamplerParams {
   // Tokens that are never sampled (their logits count as -infinity): --ignore-eos bans the
   // end-of-generation tokens, as llama.cpp does. At most kMaxBannedTokens.
   std::vector<int32_t> banned;
+  // The random sequence starts this many draws in: a sequence whose sampler is rebuilt elsewhere
+  // (a pipeline resumed on other nodes) continues its draws where they were. At most kMaxSkipDraws.
+  uint64_t skip_draws = 0;
 };
 inline constexpr size_t kMaxBannedTokens = 256;
+inline constexpr uint64_t kMaxSkipDraws = uint64_t{1} << 24;
 // The largest penalty window (llama.cpp's -1, the whole context, is given as the context size).
 inline constexpr int kMaxRepeatLastN = 1 << 16;
 

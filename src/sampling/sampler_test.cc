@@ -122,6 +122,25 @@ TEST(SamplerTest, SameSeedSameSequence) {
   EXPECT_EQ(again, sa);
 }
 
+// A sampler rebuilt with the draws already made (a sequence resumed on another node) continues
+// the random sequence exactly; Reset returns to that point; too many draws to skip are refused.
+TEST(SamplerTest, SkipDrawsContinuesTheRandomSequence) {
+  const std::vector<float> logits = Logits({0.25, 0.25, 0.2, 0.15, 0.1, 0.05});
+  Sampler a = Make(Plain(99));
+  std::vector<int32_t> all;
+  for (int i = 0; i < 50; ++i) all.push_back(*a.Sample(logits));
+  SamplerParams p = Plain(99);
+  p.skip_draws = 20;
+  Sampler b = Make(p);
+  std::vector<int32_t> rest;
+  for (int i = 0; i < 30; ++i) rest.push_back(*b.Sample(logits));
+  EXPECT_EQ(rest, std::vector<int32_t>(all.begin() + 20, all.end()));
+  b.Reset();
+  EXPECT_EQ(*b.Sample(logits), all[20]);
+  p.skip_draws = kMaxSkipDraws + 1;
+  EXPECT_FALSE(Sampler::Create(p).ok());
+}
+
 TEST(SamplerTest, RandomSeedIsReported) {
   Sampler s = Make(SamplerParams{});
   EXPECT_NE(s.seed(), kRandomSeed);

@@ -54,6 +54,8 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : engine_(seed) {}
   double Uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  // As if Uniform() had been called n times.
+  void Skip(uint64_t n) { engine_.discard(n); }
 
  private:
   std::mt19937_64 engine_;

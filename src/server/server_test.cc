@@ -34,12 +34,13 @@ struct Running {
   std::thread thread;
 
   explicit Running(ServerOptions so = {}, engine::SchedulerOptions sched_o = {},
-                   std::vector<std::string> workers = {}) {
+                   std::vector<std::string> workers = {}, bool resume = true) {
     engine::EngineOptions o;
     o.model_path = ModelPath();
     o.exec.threads = 1;
     o.exec.n_ctx = 1024;
     o.exec.workers = std::move(workers);
+    o.exec.resume = resume;
     o.exec.log = [](const std::string&) {};
     o.exec.dead_after_ms = 1000;
     o.exec.ping_interval_ms = 200;
@@ -355,7 +356,8 @@ TEST(ServerTest, AClientThatGoesAwayCancelsItsRequest) {
   EXPECT_LT(r.sched->metrics().generated_tokens, 900u);
 }
 
-TEST(ServerTest, AWorkerFailureIs502AndTheServerServesAgainOnceItIsBack) {
+// With --no-resume a lost worker fails requests (502, /health 503) until it is back.
+TEST(ServerTest, WithNoResumeAWorkerFailureIs502AndTheServerServesAgainOnceItIsBack) {
   if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
   pipeline::WorkerOptions wo;
   wo.port = 0;
@@ -366,7 +368,7 @@ TEST(ServerTest, AWorkerFailureIs502AndTheServerServesAgainOnceItIsBack) {
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   const uint16_t port = (*w)->port();
   auto serve = std::make_unique<std::thread>([&] { (*w)->Serve(); });
-  Running r({}, {}, {"127.0.0.1:" + std::to_string(port)});
+  Running r({}, {}, {"127.0.0.1:" + std::to_string(port)}, /*resume=*/false);
   ASSERT_NE(r.server, nullptr);
   httplib::Client c = r.Client();
   const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
@@ -404,6 +406,37 @@ TEST(ServerTest, AWorkerFailureIs502AndTheServerServesAgainOnceItIsBack) {
   r.server->Stop();
   (*w)->Stop();
   serve->join();
+}
+
+// By default a lost worker costs nothing but a moment: the pipeline resumes on the main node,
+// requests get the same text and /health stays 200.
+TEST(ServerTest, AWorkerFailureIsResumedOverAndRequestsGetTheSameText) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  pipeline::WorkerOptions wo;
+  wo.port = 0;
+  wo.threads = 1;
+  wo.use_main_path = true;
+  wo.log = [](const std::string&) {};
+  Result<std::unique_ptr<pipeline::Worker>> w = pipeline::Worker::Start(wo);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  auto serve = std::make_unique<std::thread>([&] { (*w)->Serve(); });
+  Running r({}, {}, {"127.0.0.1:" + std::to_string((*w)->port())});
+  ASSERT_NE(r.server, nullptr);
+  httplib::Client c = r.Client();
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
+  auto res = Post(c, "/v1/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const std::string before = json::parse(res->body)["choices"][0]["text"];
+  (*w)->Stop();
+  serve->join();
+  w->reset();
+  res = Post(c, "/v1/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], before);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  r.server->Stop();
 }
 
 }  // namespace
