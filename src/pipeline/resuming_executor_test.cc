@@ -7,8 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
+
+#include "model/model.h"
 
 namespace tandem::pipeline {
 namespace {
@@ -287,6 +291,89 @@ TEST(ResumingExecutorTest, RejoinUsesALostWorkerAgainOnceItAnswers) {
   EXPECT_EQ(h.current->calls[0].batch.tokens, (std::vector<int32_t>{1, 2}));
   EXPECT_EQ(h.current->calls[1].batch.tokens, std::vector<int32_t>{3});
   EXPECT_EQ(h.ex->failed_node(), "");
+}
+
+// A real executor that can be made to fail, as a pipeline whose worker died.
+class Failable : public exec::Executor {
+ public:
+  explicit Failable(std::unique_ptr<exec::Executor> inner) : inner_(std::move(inner)) {}
+  Status fail;
+  Result<uint64_t> Submit(const model::Batch& b, const exec::RunOptions& o) override {
+    if (!fail.ok()) return fail;
+    return inner_->Submit(b, o);
+  }
+  Status Collect(uint64_t t, exec::RunOutput* out) override {
+    if (!fail.ok()) return fail;
+    return inner_->Collect(t, out);
+  }
+  Status Health() const override { return fail; }
+  std::string failed_node() const override { return fail.ok() ? "" : "w1"; }
+  Status Clear() override { return inner_->Clear(); }
+  int64_t n_ctx() const override { return inner_->n_ctx(); }
+  const model::ModelParams& params() const override { return inner_->params(); }
+  std::vector<exec::StageInfo> stages() const override { return inner_->stages(); }
+
+ private:
+  std::unique_ptr<exec::Executor> inner_;
+};
+
+// After a resumption the logits are those of a run without the failure, to the bit: the caches
+// are rebuilt by batches of the shapes that built them (a prompt's rows in one batch, each
+// decode step alone). Re-computing every committed token in one batch instead gives logits that
+// differ in the last bits (a row alone and a row among others take different kernels), which
+// is enough to change a greedy choice between near-equal tokens.
+TEST(ResumingExecutorTest, AfterAResumptionTheLogitsEqualAnUndisturbedRunToTheBit) {
+  const std::string path =
+      (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/tiny-q4_k_m.gguf").string();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared reference model at " << path;
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const int64_t V = m->params().n_vocab;
+  auto local = [&] { return std::make_unique<exec::LocalExecutor>(*m, 256, 1); };
+
+  // A prompt of 40 tokens, then 80 decode steps (the failure before step 60); the logits of
+  // every step. (With fewer committed tokens one batch happens to give the same bits here.)
+  auto steps = [&](exec::Executor& ex, const std::function<void(int)>& before_step) {
+    std::vector<std::vector<float>> logits;
+    model::Batch b;
+    for (int p = 0; p < 40; ++p) b.Add((3 + 7 * p) % 500, p, 0, p == 39);
+    exec::RunOptions ro;
+    ro.logits = true;
+    exec::RunOutput out;
+    EXPECT_TRUE(ex.Run(b, ro, &out).ok());
+    for (int i = 0; i < 80; ++i) {
+      before_step(i);
+      b.Clear();
+      b.Add((5 + 11 * i) % 500, 40 + i, 0, true);
+      Status st = ex.Run(b, ro, &out);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      if (!st.ok()) break;
+      logits.emplace_back(out.logits, out.logits + V);
+    }
+    return logits;
+  };
+  exec::LocalExecutor plain(*m, 256, 1);
+  const std::vector<std::vector<float>> want = steps(plain, [](int) {});
+
+  auto first = std::make_unique<Failable>(local());
+  Failable* running = first.get();
+  ResumeOptions o;
+  o.workers = {"w1"};
+  o.log = [](const std::string&) {};
+  ResumingExecutor ex(
+      std::move(first), o,
+      [&](const std::vector<std::string>&, bool) -> Result<std::unique_ptr<exec::Executor>> {
+        return std::unique_ptr<exec::Executor>(std::make_unique<Failable>(local()));
+      },
+      [](const std::string&) { return Status::IOError("connection refused"); });
+  const std::vector<std::vector<float>> got = steps(ex, [&](int i) {
+    if (i == 60) running->fail = Status::IOError("worker w1 disconnected");
+  });
+  ASSERT_EQ(ex.resumes().size(), 1u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), V * sizeof(float)), 0) << "step " << i;
+  }
 }
 
 }  // namespace
