@@ -65,18 +65,27 @@ bool WaitForErr(Process& p, const std::string& text, double seconds) {
 // that a failure can be replayed).
 size_t RandomPoint(size_t n) {
   const unsigned seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::printf("random point seed %u\n", seed);
+  std::printf("random point seed %u\n", seed);  // in the test's output when it fails
   std::mt19937 rng(seed);
   return std::uniform_int_distribution<size_t>(n / 20, n * 3 / 4)(rng);
 }
 
 const std::vector<std::string> kGreedy = {"-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1"};
 
-std::vector<std::string> RunArgs(const std::vector<std::string>& gen) {
+// `tandem run` of stories260K with the generation flags `gen`, then `more` (the workers).
+std::vector<std::string> RunArgs(const std::vector<std::string>& gen, const std::vector<std::string>& more = {}) {
   std::vector<std::string> a = {"run", "-m", ModelPath("stories260K.gguf")};
   a.insert(a.end(), gen.begin(), gen.end());
+  a.insert(a.end(), more.begin(), more.end());
   return a;
+}
+
+// Waits for the run to end: it must exit 0 having printed exactly `want`. Returns its stderr.
+std::string FinishedWithText(Process& run, const std::string& want) {
+  EXPECT_TRUE(run.Wait(60)) << "the run did not end: " << run.err();
+  EXPECT_EQ(run.exit_code(), 0) << run.err();
+  EXPECT_EQ(run.out(), want);
+  return run.err();
 }
 
 TEST(ResumeCliTest, AWorkerKilledMidGenerationChangesNothingInTheText) {
@@ -85,15 +94,10 @@ TEST(ResumeCliTest, AWorkerKilledMidGenerationChangesNothingInTheText) {
   ASSERT_EQ(want.code, 0) << want.err;
   ASSERT_GT(want.out.size(), 400u);
   Node a = StartNode(), b = StartNode();
-  std::vector<std::string> args = RunArgs(kGreedy);
-  args.insert(args.end(), {"--worker", a.addr(), "--worker", b.addr()});
-  Process run(args);
+  Process run(RunArgs(kGreedy, {"--worker", a.addr(), "--worker", b.addr()}));
   ASSERT_TRUE(WaitForChars(run, RandomPoint(want.out.size()), 60)) << run.err();
   b.worker->Kill(SIGKILL);
-  ASSERT_TRUE(run.Wait(60)) << run.err();
-  EXPECT_EQ(run.exit_code(), 0) << run.err();
-  EXPECT_EQ(run.out(), want.out);
-  const std::string err = run.err();
+  const std::string err = FinishedWithText(run, want.out);
   EXPECT_NE(err.find("lost worker " + b.addr()), std::string::npos) << err;
   // The new plan: the main node and the survivor hold every layer.
   EXPECT_TRUE(std::regex_search(err, std::regex("resumed in [0-9.]+ s .*: main layers 0-[0-9]+, " + a.addr() +
@@ -106,15 +110,10 @@ TEST(ResumeCliTest, AStandbyWorkerTakesTheLostWorkersPlaceAndSeededSamplingIsUnc
   const RunResult want = RunTandem(RunArgs(seeded));
   ASSERT_EQ(want.code, 0) << want.err;
   Node a = StartNode(), b = StartNode(), spare = StartNode();
-  std::vector<std::string> args = RunArgs(seeded);
-  args.insert(args.end(), {"--worker", a.addr(), "--worker", b.addr(), "--standby", spare.addr()});
-  Process run(args);
+  Process run(RunArgs(seeded, {"--worker", a.addr(), "--worker", b.addr(), "--standby", spare.addr()}));
   ASSERT_TRUE(WaitForChars(run, RandomPoint(want.out.size()), 60)) << run.err();
   a.worker->Kill(SIGKILL);
-  ASSERT_TRUE(run.Wait(60)) << run.err();
-  EXPECT_EQ(run.exit_code(), 0) << run.err();
-  EXPECT_EQ(run.out(), want.out);
-  const std::string err = run.err();
+  const std::string err = FinishedWithText(run, want.out);
   EXPECT_NE(err.find("lost worker " + a.addr()), std::string::npos) << err;
   EXPECT_TRUE(std::regex_search(err, std::regex("resumed in .*" + b.addr() + " layers [0-9-]+, " + spare.addr())))
       << err;
@@ -125,15 +124,11 @@ TEST(ResumeCliTest, LinksCutByTheEmulatorAreResumedOver) {
   const RunResult want = RunTandem(RunArgs(kGreedy));
   ASSERT_EQ(want.code, 0) << want.err;
   Node a = StartNode(), b = StartNode();
-  std::vector<std::string> args = RunArgs(kGreedy);
-  args.insert(args.end(), {"--worker", a.addr(), "--worker", b.addr()});
-  Process run(args);
+  Process run(RunArgs(kGreedy, {"--worker", a.addr(), "--worker", b.addr()}));
   ASSERT_TRUE(WaitForChars(run, RandomPoint(want.out.size()), 60)) << run.err();
   b.link->DropAll();  // both of the second worker's links reset; the worker process stays up
-  ASSERT_TRUE(run.Wait(60)) << run.err();
-  EXPECT_EQ(run.exit_code(), 0) << run.err();
-  EXPECT_EQ(run.out(), want.out);
-  EXPECT_NE(run.err().find("resumed in"), std::string::npos) << run.err();
+  const std::string err = FinishedWithText(run, want.out);
+  EXPECT_NE(err.find("resumed in"), std::string::npos) << err;
 }
 
 TEST(ResumeCliTest, AWorkerKilledDuringThePromptIsResumedWithTheSameText) {
@@ -150,20 +145,16 @@ TEST(ResumeCliTest, AWorkerKilledDuringThePromptIsResumedWithTheSameText) {
   slow.bandwidth_mbps = 0.3;
   ASSERT_TRUE(a.link->SetConfig(slow).ok());
   ASSERT_TRUE(b.link->SetConfig(slow).ok());
-  std::vector<std::string> args = RunArgs(gen);
-  args.insert(args.end(), {"--worker", a.addr(), "--worker", b.addr(), "--ubatch-size", "32"});
-  Process run(args);
+  Process run(RunArgs(gen, {"--worker", a.addr(), "--worker", b.addr(), "--ubatch-size", "32"}));
   ASSERT_TRUE(WaitForErr(run, "ready", 60)) << run.err();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   b.worker->Kill(SIGKILL);
   linkemu::LinkConfig fast;
   fast.delay_ms = 5;
   ASSERT_TRUE(a.link->SetConfig(fast).ok());
-  ASSERT_TRUE(run.Wait(60)) << run.err();
-  EXPECT_EQ(run.exit_code(), 0) << run.err();
-  EXPECT_EQ(run.out(), want.out);
+  const std::string err = FinishedWithText(run, want.out);
   // Nothing was committed yet: the prompt itself was in flight and went again.
-  EXPECT_NE(run.err().find(", 0 tokens re-computed"), std::string::npos) << run.err();
+  EXPECT_NE(err.find(", 0 tokens re-computed"), std::string::npos) << err;
 }
 
 TEST(ResumeCliTest, TwoFailuresInARowEndOnTheMainNodeAloneWithTheSameText) {
@@ -171,19 +162,14 @@ TEST(ResumeCliTest, TwoFailuresInARowEndOnTheMainNodeAloneWithTheSameText) {
   const RunResult want = RunTandem(RunArgs(kGreedy));
   ASSERT_EQ(want.code, 0) << want.err;
   Node a = StartNode(), b = StartNode();
-  std::vector<std::string> args = RunArgs(kGreedy);
-  args.insert(args.end(), {"--worker", a.addr(), "--worker", b.addr()});
-  Process run(args);
+  Process run(RunArgs(kGreedy, {"--worker", a.addr(), "--worker", b.addr()}));
   const size_t first = RandomPoint(want.out.size() / 2);
   ASSERT_TRUE(WaitForChars(run, first, 60)) << run.err();
   b.worker->Kill(SIGKILL);
   ASSERT_TRUE(WaitForErr(run, "resumed in", 30)) << run.err();
   ASSERT_TRUE(WaitForChars(run, run.out().size() + 20, 60)) << run.err();
   a.worker->Kill(SIGKILL);
-  ASSERT_TRUE(run.Wait(60)) << run.err();
-  EXPECT_EQ(run.exit_code(), 0) << run.err();
-  EXPECT_EQ(run.out(), want.out);
-  const std::string err = run.err();
+  const std::string err = FinishedWithText(run, want.out);
   EXPECT_NE(err.find("lost worker " + b.addr()), std::string::npos) << err;
   EXPECT_NE(err.find("lost worker " + a.addr()), std::string::npos) << err;
   EXPECT_TRUE(std::regex_search(err, std::regex("resumed in [^\n]*: main layers 0-4\n"))) << err;

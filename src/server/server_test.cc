@@ -356,85 +356,94 @@ TEST(ServerTest, AClientThatGoesAwayCancelsItsRequest) {
   EXPECT_LT(r.sched->metrics().generated_tokens, 900u);
 }
 
-// With --no-resume a lost worker fails requests (502, /health 503) until it is back.
-TEST(ServerTest, WithNoResumeAWorkerFailureIs502AndTheServerServesAgainOnceItIsBack) {
-  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
-  pipeline::WorkerOptions wo;
-  wo.port = 0;
-  wo.threads = 1;
-  wo.use_main_path = true;
-  wo.log = [](const std::string&) {};
-  Result<std::unique_ptr<pipeline::Worker>> w = pipeline::Worker::Start(wo);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  const uint16_t port = (*w)->port();
-  auto serve = std::make_unique<std::thread>([&] { (*w)->Serve(); });
-  Running r({}, {}, {"127.0.0.1:" + std::to_string(port)}, /*resume=*/false);
-  ASSERT_NE(r.server, nullptr);
-  httplib::Client c = r.Client();
+// An in-process worker serving on its own thread until Stop(); Start(port) may take the port of
+// one stopped before (a worker that comes back).
+struct ServedWorker {
+  std::unique_ptr<pipeline::Worker> w;
+  std::thread thread;
+  uint16_t port = 0;
+
+  bool Start(uint16_t at = 0) {
+    pipeline::WorkerOptions wo;
+    wo.port = at;
+    wo.threads = 1;
+    wo.use_main_path = true;
+    wo.log = [](const std::string&) {};
+    Result<std::unique_ptr<pipeline::Worker>> r = pipeline::Worker::Start(wo);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return false;
+    w = std::move(r).value();
+    port = w->port();
+    thread = std::thread([this] { w->Serve(); });
+    return true;
+  }
+  void Stop() {
+    if (!w) return;
+    w->Stop();
+    thread.join();
+    w.reset();
+  }
+  ~ServedWorker() { Stop(); }
+  std::string addr() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+// The text of a short greedy completion (must succeed).
+std::string Complete(httplib::Client& c, int* status) {
   const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
   auto res = Post(c, "/v1/completions", body);
-  ASSERT_TRUE(res);
-  ASSERT_EQ(res->status, 200) << res->body;
-  const std::string before = json::parse(res->body)["choices"][0]["text"];
-  // The worker goes away.
-  (*w)->Stop();
-  serve->join();
-  w->reset();
+  *status = res ? res->status : 0;
+  if (!res || res->status != 200) return res ? res->body : "no response";
+  return json::parse(res->body)["choices"][0]["text"];
+}
+
+// With --no-resume a lost worker fails requests (502 naming it, /health 503) until it is back.
+TEST(ServerTest, WithNoResumeAWorkerFailureIs502AndTheServerServesAgainOnceItIsBack) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  ServedWorker w;
+  ASSERT_TRUE(w.Start());
+  Running r({}, {}, {w.addr()}, /*resume=*/false);
+  ASSERT_NE(r.server, nullptr);
+  httplib::Client c = r.Client();
+  int status = 0;
+  const std::string before = Complete(c, &status);
+  ASSERT_EQ(status, 200) << before;
+  w.Stop();  // the worker goes away
   for (int i = 0; i < 100 && c.Get("/health")->status == 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(c.Get("/health")->status, 503);
-  res = Post(c, "/v1/completions", body);
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 502) << res->body;
-  EXPECT_NE(res->body.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << res->body;
+  const std::string error = Complete(c, &status);
+  EXPECT_EQ(status, 502) << error;
+  EXPECT_NE(error.find(w.addr()), std::string::npos) << error;
   // It comes back on the same port: the next request is served, with the same text.
-  wo.port = port;
-  w = pipeline::Worker::Start(wo);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  serve = std::make_unique<std::thread>([&] { (*w)->Serve(); });
-  int status = 0;
+  ASSERT_TRUE(w.Start(w.port));
+  std::string text;
   for (int i = 0; i < 20 && status != 200; ++i) {
-    res = Post(c, "/v1/completions", body);
-    ASSERT_TRUE(res);
-    status = res->status;
+    text = Complete(c, &status);
     if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  ASSERT_EQ(status, 200) << res->body;
-  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], before);
+  ASSERT_EQ(status, 200) << text;
+  EXPECT_EQ(text, before);
   EXPECT_EQ(c.Get("/health")->status, 200);
   r.server->Stop();
-  (*w)->Stop();
-  serve->join();
 }
 
 // By default a lost worker costs nothing but a moment: the pipeline resumes on the main node,
 // requests get the same text and /health stays 200.
 TEST(ServerTest, AWorkerFailureIsResumedOverAndRequestsGetTheSameText) {
   if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
-  pipeline::WorkerOptions wo;
-  wo.port = 0;
-  wo.threads = 1;
-  wo.use_main_path = true;
-  wo.log = [](const std::string&) {};
-  Result<std::unique_ptr<pipeline::Worker>> w = pipeline::Worker::Start(wo);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  auto serve = std::make_unique<std::thread>([&] { (*w)->Serve(); });
-  Running r({}, {}, {"127.0.0.1:" + std::to_string((*w)->port())});
+  ServedWorker w;
+  ASSERT_TRUE(w.Start());
+  Running r({}, {}, {w.addr()});
   ASSERT_NE(r.server, nullptr);
   httplib::Client c = r.Client();
-  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
-  auto res = Post(c, "/v1/completions", body);
-  ASSERT_TRUE(res);
-  ASSERT_EQ(res->status, 200) << res->body;
-  const std::string before = json::parse(res->body)["choices"][0]["text"];
-  (*w)->Stop();
-  serve->join();
-  w->reset();
-  res = Post(c, "/v1/completions", body);
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], before);
+  int status = 0;
+  const std::string before = Complete(c, &status);
+  ASSERT_EQ(status, 200) << before;
+  w.Stop();
+  const std::string after = Complete(c, &status);
+  EXPECT_EQ(status, 200) << after;
+  EXPECT_EQ(after, before);
   EXPECT_EQ(c.Get("/health")->status, 200);
   r.server->Stop();
 }
