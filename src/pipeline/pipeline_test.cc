@@ -304,6 +304,30 @@ TEST(PipelineTest, AnIdlePipelineSleeps) {
   EXPECT_LT(used, 0.05) << "an idle pipeline used " << used << " s of CPU in 1 s";
 }
 
+// A main node may ping as soon as its handshake ends (it measures the round trip): the session
+// answers at once. (Its reader once handled a frame before the session had stored the
+// connection, and the worker crashed on the Pong.)
+TEST(PipelineTest, APingRightAfterTheHandshakeIsAnswered) {
+  TestWorker w;
+  for (int i = 0; i < 200; ++i) {
+    SCOPED_TRACE(i);
+    Result<net::Socket> s = net::Socket::Connect("127.0.0.1", w.w->port(), 2000);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kMainNode, std::nullopt);
+    if (!info.ok() && info.status().message().find("busy") != std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the previous session ending
+      --i;
+      continue;
+    }
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    ASSERT_TRUE(net::WriteMessage(*s, net::MsgType::kPing, net::Ping{7}).ok());
+    Result<net::Ping> pong = net::ReadMessage<net::Ping>(*s, net::MsgType::kPong, 3000);
+    ASSERT_TRUE(pong.ok()) << pong.status().ToString();
+    EXPECT_EQ(pong->id, 7u);
+    (void)net::WriteMessage(*s, net::MsgType::kEndSession, net::Empty{});
+  }
+}
+
 TEST(PipelineTest, BusyWorkerRefusesASecondMainNode) {
   const std::string path = Model("stories260K.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";

@@ -54,6 +54,8 @@ class StageSession::Impl {
   bool finished() const { return finished_.load(); }
 
   void Begin(net::Socket s) {
+    // Under the lock: a frame that arrives at once (a Ping) finds main_ set (Get waits for it).
+    std::lock_guard<std::mutex> lock(mu_);
     main_ = Connection::Start(
         std::move(s), "main node " + peer_,
         [this](uint16_t t, std::span<const uint8_t> p) { OnMainNodeFrame(t, p); },
