@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -34,9 +35,47 @@ std::unique_ptr<Engine> OpenEngine(const std::vector<std::string>& workers = {},
   return e.ok() ? std::move(e).value() : nullptr;
 }
 
-// A scheduler over the engine's executor (the engine must outlive it).
-std::unique_ptr<Scheduler> MakeScheduler(Engine& e, const SchedulerOptions& so) {
-  return std::make_unique<Scheduler>(e.TakeExecutor(), e.tokenizer(),
+// An executor whose first Submit waits until Open(): requests submitted meanwhile are all
+// queued when the scheduler takes its second step, however the threads are scheduled.
+class GatedExecutor : public exec::Executor {
+ public:
+  explicit GatedExecutor(std::unique_ptr<exec::Executor> inner) : inner_(std::move(inner)) {}
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  Result<uint64_t> Submit(const model::Batch& b, const exec::RunOptions& o) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+    lock.unlock();
+    return inner_->Submit(b, o);
+  }
+  Status Collect(uint64_t t, exec::RunOutput* out) override { return inner_->Collect(t, out); }
+  Status Health() const override { return inner_->Health(); }
+  int pipeline_depth() const override { return inner_->pipeline_depth(); }
+  Status Clear() override { return inner_->Clear(); }
+  int64_t n_ctx() const override { return inner_->n_ctx(); }
+  const model::ModelParams& params() const override { return inner_->params(); }
+  std::vector<exec::StageInfo> stages() const override { return inner_->stages(); }
+
+ private:
+  std::unique_ptr<exec::Executor> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// A scheduler over the engine's executor (the engine must outlive it); with `gate`, over the
+// executor behind a gate the caller opens (*gate, owned by the scheduler).
+std::unique_ptr<Scheduler> MakeScheduler(Engine& e, const SchedulerOptions& so, GatedExecutor** gate = nullptr) {
+  std::unique_ptr<exec::Executor> ex = e.TakeExecutor();
+  if (gate != nullptr) {
+    auto g = std::make_unique<GatedExecutor>(std::move(ex));
+    *gate = g.get();
+    ex = std::move(g);
+  }
+  return std::make_unique<Scheduler>(std::move(ex), e.tokenizer(),
                                      [&e](int32_t t) { return e.IsEndOfGeneration(t); }, so);
 }
 
@@ -133,7 +172,8 @@ std::vector<std::string> RunTogether(const std::vector<std::string>& workers, in
   so.n_ctx = 1024;
   so.prompt_chunk = 5;  // prompts read over several steps, between decode steps
   so.groups = groups;
-  std::unique_ptr<Scheduler> sched_owner = MakeScheduler(*e, so);
+  GatedExecutor* gate = nullptr;
+  std::unique_ptr<Scheduler> sched_owner = MakeScheduler(*e, so, &gate);
   Scheduler& sched = *sched_owner;
   std::vector<std::shared_ptr<Stream>> streams;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
@@ -141,9 +181,13 @@ std::vector<std::string> RunTogether(const std::vector<std::string>& workers, in
     r.sampling.repeat_penalty = repeat_penalty;
     Result<std::shared_ptr<Stream>> s = sched.Submit(r);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
-    if (!s.ok()) return texts;
+    if (!s.ok()) {
+      gate->Open();  // else the scheduler's thread waits at the gate for ever
+      return texts;
+    }
     streams.push_back(*s);
   }
+  gate->Open();  // every request is queued: the scheduler's steps from now on can take them all
   std::vector<Outcome> got(streams.size());
   std::vector<std::thread> readers;
   for (size_t i = 0; i < streams.size(); ++i) readers.emplace_back([&, i] { got[i] = Drain(*streams[i]); });
