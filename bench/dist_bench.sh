@@ -48,11 +48,11 @@ single=() two=() d1=() d5=()
 for r in $(seq "$reps"); do
   "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json >"$tmp/single.json"
   single+=("$(tg_rate tg <"$tmp/single.json")")
-  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" 2>"$tmp/two.err" >"$tmp/two.json"
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --plan memory --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" 2>"$tmp/two.err" >"$tmp/two.json"
   two+=("$(tg_rate tg <"$tmp/two.json")")
-  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$proxy_pa1" --worker "127.0.0.1:$proxy_pb1" 2>/dev/null >"$tmp/d1.json"
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --plan memory --worker "127.0.0.1:$proxy_pa1" --worker "127.0.0.1:$proxy_pb1" 2>/dev/null >"$tmp/d1.json"
   d1+=("$(tg_rate tg <"$tmp/d1.json")")
-  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$proxy_pa5" --worker "127.0.0.1:$proxy_pb5" 2>/dev/null >"$tmp/d5.json"
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --plan memory --worker "127.0.0.1:$proxy_pa5" --worker "127.0.0.1:$proxy_pb5" 2>/dev/null >"$tmp/d5.json"
   d5+=("$(tg_rate tg <"$tmp/d5.json")")
   echo "   round $r: single ${single[-1]} t/s, 2 workers ${two[-1]}, d=1 ${d1[-1]}, d=5 ${d5[-1]}"
 done
@@ -80,7 +80,7 @@ pp1=() pp2=()
 for r in $(seq "$reps"); do
   taskset -c 0 "$bin" bench -m "$model" -p 512 -n 0 -r 1 -t 1 --json >"$tmp/pp1.json"
   pp1+=("$(tg_rate pp <"$tmp/pp1.json")")
-  taskset -c 0 "$bin" bench -m "$model" -p 512 -n 0 -r 1 -t 1 --json --ubatch-size "${UB:-32}" --worker "127.0.0.1:$port_c" 2>/dev/null >"$tmp/pp2.json"
+  taskset -c 0 "$bin" bench -m "$model" -p 512 -n 0 -r 1 -t 1 --json --ubatch-size "${UB:-32}" --plan memory --worker "127.0.0.1:$port_c" 2>/dev/null >"$tmp/pp2.json"
   pp2+=("$(tg_rate pp <"$tmp/pp2.json")")
   echo "   round $r: pp512 one core ${pp1[-1]} t/s, two stages ${pp2[-1]} t/s"
 done
@@ -100,7 +100,7 @@ for run in first restarted; do
   "$bin" worker --port "$(eval echo \$port_cache_$run)" -t 2 --cache-dir "$tmp/cache" --no-main-path >"$tmp/cw.out" 2>"$tmp/cw.err" &
   pids+=($!)
   sleep 1.5
-  "$bin" bench -m "$model" -p 0 -n 4 -r 1 -t 2 --worker "127.0.0.1:$(eval echo \$port_cache_$run)" 2>"$tmp/c_$run.err" >/dev/null
+  "$bin" bench -m "$model" -p 0 -n 4 -r 1 -t 2 --plan memory --worker "127.0.0.1:$(eval echo \$port_cache_$run)" 2>"$tmp/c_$run.err" >/dev/null
   echo "== $run worker with --cache-dir: $(grep -h 'weight bytes received' "$tmp/c_$run.err" | sed 's/.*(\(.*\))/\1/')"
   kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'
 done

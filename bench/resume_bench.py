@@ -42,7 +42,7 @@ def start_worker(name):
 
 def run(workers, kill_at=None, victim=None):
     """Returns (text, seconds from the kill to the next text, stderr, tokens/s line)."""
-    args = [binary, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "-t", threads]
+    args = [binary, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "-t", threads, "--plan", "memory"]
     for w in workers:
         args += ["--worker", w]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -34,10 +34,10 @@ export TANDEM_CACHE_DIR="$tmp/cache"
 sleep 3  # the workers measure their speed as they start: let them finish before the first-use hashing
 clear=() sealed=()
 for r in $(seq "$reps"); do
-  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" \
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --plan memory --worker "127.0.0.1:$port_a" --worker "127.0.0.1:$port_b" \
     2>"$tmp/clear.err" >"$tmp/clear.json"
   clear+=("$(tg_rate <"$tmp/clear.json")")
-  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --worker "127.0.0.1:$port_ka" --worker "127.0.0.1:$port_kb" \
+  "$bin" bench -m "$model" -p 0 -n "$tg" -r 1 -t 2 --json --plan memory --worker "127.0.0.1:$port_ka" --worker "127.0.0.1:$port_kb" \
     --auth-key-file "$tmp/key" 2>"$tmp/sealed.err" >"$tmp/sealed.json"
   sealed+=("$(tg_rate <"$tmp/sealed.json")")
   [[ $r -eq 1 ]] && grep -h "hashed the model" "$tmp/clear.err" | sed 's/^/   first use: /'

@@ -46,6 +46,7 @@ for (let i = 0; i < nWorkers; i++) {
   workerAddrs.push(w.m[1]);
 }
 const serveArgs = ["serve", "-m", model, "--port", "0", "-t", String(threads), "-np", String(np), "-c", String(np * 1024)];
+if (workerAddrs.length) serveArgs.push("--plan", "memory");  // every worker holds layers
 for (const a of workerAddrs) serveArgs.push("--worker", a);
 if (groups) serveArgs.push("--pipeline-groups", String(groups));
 const server = await start(serveArgs, /listening on (http:\/\/[^ ]+) .* slots of (\d+) tokens/);

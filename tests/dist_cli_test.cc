@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 
 #include "linkemu/link_emulator.h"
 #include "net/socket.h"
@@ -22,9 +23,10 @@ std::string ModelPath(const char* name) {
 
 std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
-// Runs `args` with `n` fresh workers appended as --worker flags.
+// Runs `args` with `n` fresh workers appended as --worker flags (every one used: --plan memory).
 RunResult RunOverWorkers(std::vector<std::string> args, int n) {
   std::vector<std::unique_ptr<Process>> workers;
+  args.insert(args.end(), {"--plan", "memory"});
   for (int i = 0; i < n; ++i) {
     int port = 0;
     workers.push_back(StartWorker({}, &port));
@@ -46,6 +48,7 @@ TEST(DistCliTest, LogitsWithOneTwoThreeWorkersEqualTheSingleNode) {
     SCOPED_TRACE(nw);
     std::vector<std::unique_ptr<Process>> workers;
     std::vector<std::string> args = base;
+    args.insert(args.end(), {"--plan", "memory"});  // every worker holds layers
     for (int i = 0; i < nw; ++i) {
       int port = 0;
       workers.push_back(StartWorker({}, &port));
@@ -74,14 +77,14 @@ TEST(DistCliTest, GreedyRunEqualsTheSingleNodeText) {
   auto w2 = StartWorker({}, &p2);
   ASSERT_TRUE(p1 && p2);
   std::vector<std::string> args = base;
-  args.insert(args.end(), {"--worker", Addr(p1), "--worker", Addr(p2)});
+  args.insert(args.end(), {"--plan", "memory", "--worker", Addr(p1), "--worker", Addr(p2)});
   RunResult r = RunTandem(args);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, single.out);
   // Seeded sampling gives the same text as one node too (the sampler runs on the last stage).
   std::vector<std::string> seeded = {"run", "-m", model, "-p", "Once upon a time", "-n", "40", "--temp", "0.9", "-s", "7", "-t", "1"};
   RunResult s1 = RunTandem(seeded);
-  seeded.insert(seeded.end(), {"--worker", Addr(p1), "--worker", Addr(p2)});
+  seeded.insert(seeded.end(), {"--plan", "memory", "--worker", Addr(p1), "--worker", Addr(p2)});
   RunResult s2 = RunTandem(seeded);
   ASSERT_EQ(s1.code, 0);
   ASSERT_EQ(s2.code, 0) << s2.err;
@@ -102,7 +105,7 @@ TEST(DistCliTest, WithNoResumeAKilledWorkerGivesACleanErrorNamingItWithinThreeSe
   auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
   ASSERT_TRUE(e1.ok() && e2.ok());
   Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
-               "--worker", Addr((*e1)->port()), "--worker", Addr((*e2)->port()), "--no-resume"});
+               "--plan", "memory", "--worker", Addr((*e1)->port()), "--worker", Addr((*e2)->port()), "--no-resume"});
   ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();  // text is streaming
   const auto t0 = std::chrono::steady_clock::now();
   w2->Kill(SIGKILL);
@@ -113,10 +116,10 @@ TEST(DistCliTest, WithNoResumeAKilledWorkerGivesACleanErrorNamingItWithinThreeSe
   const std::string err = run.err();
   EXPECT_NE(err.find("worker " + Addr((*e2)->port())), std::string::npos) << err;
   // The surviving worker frees the session and serves a new client.
-  RunResult again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1)});
+  RunResult again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--plan", "memory", "--worker", Addr(p1)});
   for (int i = 0; i < 20 && again.code != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1)});
+    again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--plan", "memory", "--worker", Addr(p1)});
   }
   EXPECT_EQ(again.code, 0) << again.err;
 }
@@ -134,15 +137,15 @@ TEST(DistCliTest, WorkersSurviveTheMainNodeCrashing) {
   ASSERT_TRUE(e1.ok());
   {
     Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
-                 "--worker", Addr((*e1)->port()), "--worker", Addr(p2)});
+                 "--plan", "memory", "--worker", Addr((*e1)->port()), "--worker", Addr(p2)});
     ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();
     run.Kill(SIGKILL);  // the main node dies mid-generation
   }
   // Both workers free the session and serve the next main node.
-  RunResult again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1), "--worker", Addr(p2)});
+  RunResult again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--plan", "memory", "--worker", Addr(p1), "--worker", Addr(p2)});
   for (int i = 0; i < 30 && again.code != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(p1), "--worker", Addr(p2)});
+    again = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--plan", "memory", "--worker", Addr(p1), "--worker", Addr(p2)});
   }
   EXPECT_EQ(again.code, 0) << again.err;
   EXPECT_TRUE(w1->running());
@@ -161,7 +164,7 @@ TEST(DistCliTest, WithNoResumeAStalledLinkIsDetectedWithinThreeSeconds) {
   auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
   ASSERT_TRUE(e2.ok());
   Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
-               "--worker", Addr(p1), "--worker", Addr((*e2)->port()), "--no-resume"});
+               "--plan", "memory", "--worker", Addr(p1), "--worker", Addr((*e2)->port()), "--no-resume"});
   ASSERT_TRUE(run.WaitForOutput(" ", 30)) << run.err();
   const auto t0 = std::chrono::steady_clock::now();
   (*e2)->Stall(true);  // both links to worker 2 go silent, the processes stay up
@@ -193,7 +196,7 @@ TEST(DistCliTest, WorkerSurvivesGarbageThenServesARealClient) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(w->running()) << w->err();
-  RunResult r = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--worker", Addr(port)});
+  RunResult r = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "2", "--plan", "memory", "--worker", Addr(port)});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(w->err().find("rejected connection"), std::string::npos) << w->err();
 }
@@ -224,7 +227,7 @@ TEST(DistCliTest, KeygenMakesAPrivateKeyAndShortKeysAreRefused) {
   int port = 0;
   auto w = StartWorker({"--auth-key-file", key}, &port);
   ASSERT_NE(port, 0) << w->err();
-  RunResult good = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port), "--auth-key-file", key});
+  RunResult good = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--plan", "memory", "--worker", Addr(port), "--auth-key-file", key});
   EXPECT_EQ(good.code, 0) << good.err;
   std::remove(key.c_str());
   std::remove(weak.c_str());
@@ -240,13 +243,13 @@ TEST(DistCliTest, WrongKeyIsRefusedAndTheRightKeyWorks) {
   int port = 0;
   auto w = StartWorker({"--auth-key-file", k1}, &port);
   ASSERT_NE(port, 0) << w->err();
-  RunResult bad = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port), "--auth-key-file", k2});
+  RunResult bad = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--plan", "memory", "--worker", Addr(port), "--auth-key-file", k2});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("wrong key"), std::string::npos) << bad.err;
-  RunResult none = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port)});
+  RunResult none = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--plan", "memory", "--worker", Addr(port)});
   EXPECT_EQ(none.code, 1);
   EXPECT_NE(none.err.find("requires a key"), std::string::npos) << none.err;
-  RunResult good = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--worker", Addr(port), "--auth-key-file", k1});
+  RunResult good = RunTandem({"logits", "-m", model, "-p", "Hi", "--greedy", "1", "--plan", "memory", "--worker", Addr(port), "--auth-key-file", k1});
   EXPECT_EQ(good.code, 0) << good.err;
   std::remove(k1.c_str());
   std::remove(k2.c_str());
@@ -272,6 +275,46 @@ TEST(DistCliTest, DefaultMicroBatchesGiveTheSingleNodeLogitsBitForBit) {
 // `worker -p PORT` (rpc-server's spelling), `tandem probe` (reachable, key, what the worker
 // reports, round trips; no session, so a run right after works), and --dry-run over workers
 // (the plan, nothing loaded, the workers free again at once).
+// --plan auto (the default) leaves out a worker behind a 20 ms link (its round trip costs more
+// than its layers save), and runs without it with the single node's text; --plan memory uses
+// it. The plan shows each stage's predicted milliseconds.
+TEST(DistCliTest, AutoPlanLeavesOutAWorkerBehindASlowLink) {
+  const std::string model = ModelPath("tiny-q4_k_m.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  int p1 = 0, p2 = 0;
+  auto w1 = StartWorker({}, &p1);
+  auto w2 = StartWorker({}, &p2);
+  ASSERT_TRUE(p1 && p2);
+  linkemu::LinkConfig slow;
+  slow.delay_ms = 20;
+  auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
+  ASSERT_TRUE(e2.ok());
+  const std::string far = Addr((*e2)->port());
+  const std::vector<std::string> workers = {"--worker", Addr(p1), "--worker", far};
+  std::vector<std::string> dry = {"run", "-m", model, "--dry-run", "-t", "1"};
+  dry.insert(dry.end(), workers.begin(), workers.end());
+  RunResult a = RunTandem(dry);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_TRUE(std::regex_search(a.out, std::regex("round trip [4-9][0-9]\\.[0-9]+ ms"))) << a.out;
+  EXPECT_NE(a.out.find("plan by speed"), std::string::npos) << a.out;
+  EXPECT_TRUE(std::regex_search(a.out, std::regex("not used \\(slower with them\\):[^\n]*" + far))) << a.out;
+  EXPECT_TRUE(std::regex_search(a.out, std::regex("predicted [0-9.]+ ms per token"))) << a.out;
+  dry.insert(dry.end(), {"--plan", "memory"});
+  RunResult m = RunTandem(dry);
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("plan by memory"), std::string::npos) << m.out;
+  EXPECT_TRUE(std::regex_search(m.out, std::regex(far + " +[0-9]+-[0-9]+ "))) << m.out;  // it holds layers
+  // A real run with the auto plan: the single node's logits.
+  const std::vector<std::string> base = {"logits", "-m", model, "-p", "Hello world", "--greedy", "4", "-t", "1"};
+  RunResult single = RunTandem(base);
+  std::vector<std::string> args = base;
+  args.insert(args.end(), workers.begin(), workers.end());
+  RunResult r = RunTandem(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, single.out);
+  EXPECT_EQ(w2->err().find("MiB weights"), std::string::npos) << "the far worker loaded a stage: " << w2->err();
+}
+
 TEST(DistCliTest, WorkerPortFlagProbeAndDryRun) {
   const std::string model = ModelPath("tiny-q4_k_m.gguf");
   TANDEM_REQUIRE_SHARED(model);
@@ -303,14 +346,14 @@ TEST(DistCliTest, WorkerPortFlagProbeAndDryRun) {
   EXPECT_EQ(nobody.code, 1);
   EXPECT_NE(nobody.err.find("not reachable"), std::string::npos) << nobody.err;
 
-  RunResult dry = RunTandem({"run", "-m", model, "-p", "Hello", "--dry-run", "--worker", Addr(port),
+  RunResult dry = RunTandem({"run", "-m", model, "-p", "Hello", "--dry-run", "--plan", "memory", "--worker", Addr(port),
                              "--auth-key-file", key, "-ts", "1,3"});
   ASSERT_EQ(dry.code, 0) << dry.err;
   EXPECT_NE(dry.out.find("placement"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find(Addr(port)), std::string::npos) << dry.out;
   EXPECT_EQ(w.err().find("MiB weights"), std::string::npos) << "the worker loaded a stage: " << w.err();
   // The dry run ended its session: a real run is served right away.
-  RunResult real = RunTandem({"logits", "-m", model, "-p", "Hello", "--greedy", "1", "--worker", Addr(port),
+  RunResult real = RunTandem({"logits", "-m", model, "-p", "Hello", "--greedy", "1", "--plan", "memory", "--worker", Addr(port),
                               "--auth-key-file", key});
   EXPECT_EQ(real.code, 0) << real.err;
   std::remove(key.c_str());
@@ -330,7 +373,7 @@ TEST(DistCliTest, AMainNodeCannotMakeAWorkerOpenOtherPaths) {
   ASSERT_TRUE(w.WaitForOutput("listening on", 30)) << w.err();
   const std::string o = w.out();
   const int port = std::stoi(o.substr(o.find("127.0.0.1:") + 10));
-  RunResult r = RunTandem({"logits", "-m", model, "-p", "Hello", "--greedy", "1", "--worker", Addr(port)});
+  RunResult r = RunTandem({"logits", "-m", model, "-p", "Hello", "--greedy", "1", "--plan", "memory", "--worker", Addr(port)});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("has no copy of tiny-q4_k_m.gguf"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("private-notes"), std::string::npos) << "the worker's files were read back: " << r.err;

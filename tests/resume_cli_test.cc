@@ -73,11 +73,13 @@ size_t RandomPoint(size_t n) {
 
 const std::vector<std::string> kGreedy = {"-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1"};
 
-// `tandem run` of stories260K with the generation flags `gen`, then `more` (the workers).
-std::vector<std::string> RunArgs(const std::vector<std::string>& gen, const std::vector<std::string>& more = {}) {
+// `tandem run` of stories260K with the generation flags `gen`, then `workers` (--worker and
+// --standby flags; every worker holds layers: --plan memory).
+std::vector<std::string> RunArgs(const std::vector<std::string>& gen, const std::vector<std::string>& workers = {}) {
   std::vector<std::string> a = {"run", "-m", ModelPath("stories260K.gguf")};
   a.insert(a.end(), gen.begin(), gen.end());
-  a.insert(a.end(), more.begin(), more.end());
+  if (!workers.empty()) a.insert(a.end(), {"--plan", "memory"});
+  a.insert(a.end(), workers.begin(), workers.end());
   return a;
 }
 

@@ -99,15 +99,24 @@ void RegisterBench(CLI::App& app, int* exit_code) {
           const std::string layers =
               std::to_string(stages[st].layer_begin) + "-" + std::to_string(stages[st].layer_end - 1);
           compute += r.stage_ms[st];
-          breakdown["stages"].push_back({{"node", stages[st].node}, {"layers", layers}, {"compute_ms", r.stage_ms[st]}});
-          std::snprintf(line, sizeof line, "  stage %zu %-22s layers %-7s compute %7.2f ms/token\n", st,
-                        stages[st].node.c_str(), layers.c_str(), r.stage_ms[st]);
+          const exec::StageInfo& si = stages[st];
+          breakdown["stages"].push_back({{"node", si.node}, {"layers", layers}, {"compute_ms", r.stage_ms[st]},
+                                         {"predicted_compute_ms", si.predicted_compute_ms},
+                                         {"predicted_link_ms", si.predicted_link_ms}});
+          std::snprintf(line, sizeof line,
+                        "  stage %zu %-22s layers %-7s compute %7.2f ms/token (predicted %.2f, link %.2f)\n", st,
+                        si.node.c_str(), layers.c_str(), r.stage_ms[st], si.predicted_compute_ms,
+                        si.predicted_link_ms);
           breakdown_text += line;
         }
+        double predicted = 0;
+        for (const exec::StageInfo& si : stages) predicted += si.predicted_compute_ms + si.predicted_link_ms;
         breakdown["token_ms"] = r.token_ms;
         breakdown["network_ms"] = r.token_ms - compute;
-        std::snprintf(line, sizeof line, "  network and waiting            %7.2f ms/token (of %.2f ms/token)\n",
-                      r.token_ms - compute, r.token_ms);
+        breakdown["predicted_token_ms"] = predicted;
+        std::snprintf(line, sizeof line,
+                      "  network and waiting            %7.2f ms/token (of %.2f ms/token; predicted %.2f)\n",
+                      r.token_ms - compute, r.token_ms, predicted);
         breakdown_text += line;
       }
       if (a->json) {

@@ -26,6 +26,7 @@ struct DistFlags {
   std::string layers;
   std::string key_file;
   std::vector<std::string> standby;  // --standby HOST:PORT (repeatable)
+  std::string plan = "auto";         // --plan auto|memory
   bool no_resume = false;
   bool dry_run = false;
 };
@@ -48,6 +49,11 @@ inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
       ->group("Distributed");
   cmd->add_option("--layers", f->layers, "Explicit layer ranges per node, e.g. 0-7,8-15,16-21")
       ->group("Distributed");
+  cmd->add_option("--plan", f->plan,
+                  "Placement without --tensor-split/--layers: auto (by measured speed and round trip, "
+                  "leaving out workers that do not pay; the memory plan unless clearly faster) or memory "
+                  "(by free memory, every worker)")
+      ->check(CLI::IsMember({"auto", "memory"}))->group("Distributed");
   cmd->add_option("--auth-key-file", f->key_file, "Pre-shared key file of the workers")
       ->group("Distributed");
   cmd->add_option("--standby", f->standby,
@@ -77,6 +83,7 @@ inline Result<pipeline::ExecutorOptions> ToExecutorOptions(const ModelFlags& m, 
   c.context = ToContextOptions(m);
   c.use_mmap = m.use_mmap;
   c.plan.layers = f.layers;
+  c.plan.mode = f.plan == "memory" ? pipeline::PlanMode::kMemory : pipeline::PlanMode::kAuto;
   if (!f.tensor_split.empty()) {
     TANDEM_ASSIGN_OR_RETURN(c.plan.tensor_split, pipeline::ParseTensorSplit(f.tensor_split));
   }

@@ -51,6 +51,8 @@ struct RunOutput {
 struct StageInfo {
   std::string node;  // "main" or "HOST:PORT"
   int64_t layer_begin = 0, layer_end = 0;
+  // The plan's prediction per decode step: compute, and the hops into the stage (0: none made).
+  double predicted_compute_ms = 0, predicted_link_ms = 0;
 };
 
 class Executor {

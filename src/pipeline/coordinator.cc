@@ -13,6 +13,7 @@
 #include "base/progress.h"
 #include "base/clock.h"
 #include "base/sys.h"
+#include "kernels/speed.h"
 #include "modelstore/model_files.h"
 #include "pipeline/wire.h"
 #include "net/socket.h"
@@ -29,18 +30,26 @@ std::string PlanHeading(const model::ModelParams& p, int64_t n_ctx) {
   return "placement (" + std::to_string(p.n_layer) + " layers, context " + std::to_string(n_ctx) + "):\n";
 }
 
-// The workers, connected and authenticated, in pipeline order, and the nodes to plan over (this
-// machine first).
-struct Connected {
-  std::vector<NodeInfo> nodes;
-  std::vector<std::string> names;  // "HOST:PORT" per worker
-  std::vector<std::pair<std::string, uint16_t>> addrs;
-  std::vector<net::Socket> sockets;
-};
+// The round trip to a worker just connected (its session answers pings from the start): the
+// least of three, in milliseconds.
+Result<double> MeasureRoundTrip(net::Socket& s) {
+  double best = 1e9;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    const auto t0 = Clock::now();
+    TANDEM_RETURN_IF_ERROR(net::WriteMessage(s, MsgType::kPing, net::Ping{i}));
+    TANDEM_ASSIGN_OR_RETURN(net::Ping pong, net::ReadMessage<net::Ping>(s, MsgType::kPong, 3000));
+    if (pong.id != i) return Status::Corruption("answered ping " + std::to_string(i) + " with " + std::to_string(pong.id));
+    best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return best;
+}
 
-Result<Connected> ConnectWorkers(const ExecutorOptions& o, const std::function<void(const std::string&)>& log) {
-  Connected c;
-  c.nodes.push_back({"main (this machine)", sys::Memory().available});
+Result<ConnectedWorkers> ConnectWorkers(const ExecutorOptions& o, const std::function<void(const std::string&)>& log) {
+  ConnectedWorkers c;
+  NodeInfo main{"main (this machine)", sys::Memory().available};
+  // This machine's speed, as each worker measured its own: the plan predicts each stage's time.
+  if (!o.workers.empty()) main.matvec_gbps = kernels::MeasureMatVecSpeed(o.threads);
+  c.nodes.push_back(main);
   for (const std::string& w : o.workers) {
     std::string host;
     uint16_t port = 0;
@@ -50,37 +59,70 @@ Result<Connected> ConnectWorkers(const ExecutorOptions& o, const std::function<v
     if (!s.ok()) return s.status().WithContext("worker " + name);
     Result<net::WorkerInfo> info = net::ClientHandshake(*s, net::Role::kMainNode, o.key);
     if (!info.ok()) return info.status().WithContext("worker " + name);
+    Result<double> rtt = MeasureRoundTrip(*s);
+    if (!rtt.ok()) return rtt.status().WithContext("worker " + name);
     char line[512];
-    std::snprintf(line, sizeof line, "worker %s: protocol %u, %s, %s, %u threads, %.1f GiB free, Q4_K matvec %.1f GB/s",
+    std::snprintf(line, sizeof line, "worker %s: protocol %u, %s, %s, %u threads, %.1f GiB free, Q4_K matvec %.1f GB/s, round trip %.2f ms",
                   name.c_str(), net::kProtocolVersion, info->name.c_str(), info->cpu_features.c_str(), info->threads,
-                  info->free_memory / 1073741824.0, info->matvec_gbps);
+                  info->free_memory / 1073741824.0, info->matvec_gbps, *rtt);
     log(line);
     c.names.push_back(name);
-    c.nodes.push_back({name, info->free_memory});
+    c.nodes.push_back({name, info->free_memory, info->matvec_gbps, *rtt});
     c.addrs.emplace_back(host, port);
     c.sockets.push_back(std::move(*s));
   }
   return c;
 }
 
+void EndSessions(std::vector<net::Socket>* sockets) {
+  for (net::Socket& s : *sockets) {  // nothing was loaded: end the sessions at once
+    (void)net::WriteMessage(s, MsgType::kEndSession, net::Empty{});
+    s.Close();
+  }
+  sockets->clear();
+}
+
 }  // namespace
 
-Result<std::string> DescribePlan(const model::Model& model, const ExecutorOptions& o) {
+Result<PlannedPipeline> PlanPipeline(const model::Model& model, const ExecutorOptions& o,
+                                     const std::function<void(const std::string&)>& log) {
   const model::ModelParams& p = model.params();
-  std::string out;
-  Connected c;
-  if (o.workers.empty()) {
-    c.nodes.push_back({"main (this machine)", sys::Memory().available});
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(c, ConnectWorkers(o, [&](const std::string& l) { out += l + "\n"; }));
-    for (net::Socket& s : c.sockets) {  // nothing was loaded: end the sessions at once
-      (void)net::WriteMessage(s, MsgType::kEndSession, net::Empty{});
-      s.Close();
-    }
+  PlannedPipeline pp;
+  TANDEM_ASSIGN_OR_RETURN(pp.workers, ConnectWorkers(o, log));
+  ConnectedWorkers& c = pp.workers;
+  Result<Plan> plan = MakePlan(Footprint(model.file(), p, o.n_ctx, o.context.type_k, o.context.type_v), c.nodes, o.plan);
+  if (!plan.ok()) {
+    EndSessions(&c.sockets);
+    return plan.status();
   }
-  TANDEM_ASSIGN_OR_RETURN(Plan plan, MakePlan(Footprint(model.file(), p, o.n_ctx, o.context.type_k,
-                                                        o.context.type_v), c.nodes, o.plan));
-  return out + PlanHeading(p, o.n_ctx) + plan.ToString(c.nodes);
+  log(PlanHeading(p, o.n_ctx) + plan->ToString(c.nodes));
+  // Workers the plan leaves out: their sessions end now.
+  ConnectedWorkers kept;
+  kept.nodes.push_back(c.nodes[0]);
+  for (PlannedStage& s : plan->stages) {
+    if (s.node == 0) continue;
+    const size_t w = static_cast<size_t>(s.node - 1);
+    kept.names.push_back(c.names[w]);
+    kept.nodes.push_back(c.nodes[s.node]);
+    kept.addrs.push_back(c.addrs[w]);
+    kept.sockets.push_back(std::move(c.sockets[w]));
+    s.node = static_cast<int>(kept.nodes.size() - 1);
+  }
+  std::vector<net::Socket> unused;
+  for (net::Socket& s : c.sockets) {
+    if (s.valid()) unused.push_back(std::move(s));
+  }
+  EndSessions(&unused);
+  pp.workers = std::move(kept);
+  pp.plan = std::move(plan).value();
+  return pp;
+}
+
+Result<std::string> DescribePlan(const model::Model& model, const ExecutorOptions& o) {
+  std::string out;
+  TANDEM_ASSIGN_OR_RETURN(PlannedPipeline pp, PlanPipeline(model, o, [&](const std::string& l) { out += l + "\n"; }));
+  EndSessions(&pp.workers.sockets);
+  return out;
 }
 
 struct Coordinator::Impl {
@@ -351,9 +393,7 @@ Coordinator::~Coordinator() {
   for (auto& c : m.conns) c->Join();
 }
 
-Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
-                                                       const std::string& model_path,
-                                                       const ExecutorOptions& o) {
+Status Coordinator::CheckOptions(const model::Model& model, const ExecutorOptions& o) {
   if (o.workers.empty()) return Status::InvalidArgument("no workers given");
   if (o.ubatch < 0 || o.ubatch > net::kMaxBatchTokens) {
     return Status::InvalidArgument("--ubatch-size must be 1.." + std::to_string(net::kMaxBatchTokens) +
@@ -362,23 +402,41 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
   if (o.context.type_k == quant::TensorType::kF32 || o.context.type_v == quant::TensorType::kF32) {
     return Status::Unsupported("an f32 KV cache is not available with workers (use f16 or q8_0)");
   }
-  TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(model.params(), o.context));
+  return model::CheckContextOptions(model.params(), o.context);
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
+                                                       const std::string& model_path,
+                                                       const ExecutorOptions& o) {
+  TANDEM_RETURN_IF_ERROR(CheckOptions(model, o));
+  const auto log = [&](const std::string& l) {
+    if (o.log) {
+      o.log(l);
+    } else {
+      std::fprintf(stderr, "%s\n", l.c_str());
+    }
+  };
+  TANDEM_ASSIGN_OR_RETURN(PlannedPipeline planned, PlanPipeline(model, o, log));
+  return Open(model, model_path, o, std::move(planned));
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model, const std::string& model_path,
+                                                       const ExecutorOptions& o, PlannedPipeline planned) {
+  TANDEM_RETURN_IF_ERROR(CheckOptions(model, o));
+  if (planned.plan.stages.size() < 2) {
+    return Status::InvalidArgument("the plan keeps no worker (this machine alone is predicted faster; --plan memory uses every worker)");
+  }
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.model = &model;
   m.o = o;
-  const model::ModelParams& p = model.params();
   m.n_ctx = o.n_ctx;  // callers clamp to the training context where they want to
-
-  // Connect and authenticate, then plan.
-  TANDEM_ASSIGN_OR_RETURN(Connected workers, ConnectWorkers(o, [&](const std::string& l) { m.Log(l); }));
+  ConnectedWorkers& workers = planned.workers;
   std::vector<net::Socket>& sockets = workers.sockets;
   const std::vector<std::pair<std::string, uint16_t>>& addrs = workers.addrs;
   m.names = workers.names;
   m.nodes = workers.nodes;
-  TANDEM_ASSIGN_OR_RETURN(m.plan, MakePlan(Footprint(model.file(), p, m.n_ctx, o.context.type_k, o.context.type_v),
-                                           m.nodes, o.plan));
-  m.Log(PlanHeading(p, m.n_ctx) + m.plan.ToString(m.nodes));
+  m.plan = planned.plan;
 
   // Start the connections.
   const size_t nw = sockets.size();
@@ -544,7 +602,7 @@ std::vector<exec::StageInfo> Coordinator::stages() const {
   const std::vector<std::string> names = node_names();
   for (size_t i = 0; i < impl_->plan.stages.size(); ++i) {
     const PlannedStage& s = impl_->plan.stages[i];
-    v.push_back({i < names.size() ? names[i] : "?", s.layer_begin, s.layer_end});
+    v.push_back({i < names.size() ? names[i] : "?", s.layer_begin, s.layer_end, s.compute_ms, s.link_ms});
   }
   return v;
 }

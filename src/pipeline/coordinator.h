@@ -28,6 +28,7 @@
 #include "pipeline/planner.h"
 #include "modelstore/model_files.h"
 #include "net/auth.h"
+#include "net/socket.h"
 
 namespace tandem::pipeline {
 
@@ -57,6 +58,27 @@ struct ExecutorOptions {
   int dead_after_ms = 2500;
 };
 
+// Workers connected and authenticated, in pipeline order, and the nodes planned over (this
+// machine first): free memory, measured speed and round trip.
+struct ConnectedWorkers {
+  std::vector<NodeInfo> nodes;
+  std::vector<std::string> names;  // "HOST:PORT" per worker
+  std::vector<std::pair<std::string, uint16_t>> addrs;
+  std::vector<net::Socket> sockets;
+};
+
+// A plan and the workers it uses (those it leaves out are already told their session is over);
+// plan.stages[i].node indexes workers.nodes.
+struct PlannedPipeline {
+  ConnectedWorkers workers;
+  Plan plan;
+};
+
+// Connects to options.workers, measures each round trip (and, for `--plan auto`, this machine's
+// speed), plans, and writes the plan to `log`. A plan of one stage means this machine alone.
+Result<PlannedPipeline> PlanPipeline(const model::Model& model, const ExecutorOptions& options,
+                                     const std::function<void(const std::string&)>& log);
+
 // --dry-run: the plan Open would make (connecting to the workers and reading their free memory,
 // then ending their sessions), as the text Open prints, without loading anything.
 Result<std::string> DescribePlan(const model::Model& model, const ExecutorOptions& options);
@@ -69,6 +91,9 @@ class Coordinator : public exec::Executor {
   static Result<std::unique_ptr<Coordinator>> Open(model::Model& model,
                                                    const std::string& model_path,
                                                    const ExecutorOptions& options);
+  // The same over a pipeline already planned (PlanPipeline) with at least one worker.
+  static Result<std::unique_ptr<Coordinator>> Open(model::Model& model, const std::string& model_path,
+                                                   const ExecutorOptions& options, PlannedPipeline planned);
   ~Coordinator() override;
 
   Result<uint64_t> Submit(const model::Batch& batch, const exec::RunOptions& options) override;
@@ -91,6 +116,7 @@ class Coordinator : public exec::Executor {
 
  private:
   explicit Coordinator(std::unique_ptr<Impl> impl);
+  static Status CheckOptions(const model::Model& model, const ExecutorOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

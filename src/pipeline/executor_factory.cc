@@ -35,14 +35,33 @@ Result<std::unique_ptr<exec::Executor>> OpenLocal(model::Model& model, const Exe
       std::make_unique<exec::LocalExecutor>(model, o.n_ctx, o.threads, o.ubatch, o.context));
 }
 
+// Plans over the workers; a pipeline if the plan keeps any, else this machine alone.
+Result<std::unique_ptr<exec::Executor>> OpenPlanned(model::Model& model, const std::string& model_path,
+                                                    const ExecutorOptions& o) {
+  const auto log = [&](const std::string& l) {
+    if (o.log) {
+      o.log(l);
+    } else {
+      std::fprintf(stderr, "%s\n", l.c_str());
+    }
+  };
+  TANDEM_ASSIGN_OR_RETURN(PlannedPipeline planned, PlanPipeline(model, o, log));
+  if (planned.plan.stages.size() < 2) {
+    log("tandem: this machine alone is predicted faster than with the workers (--plan memory uses them)");
+    return OpenLocal(model, o, /*check_memory=*/false);
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> c, Coordinator::Open(model, model_path, o, std::move(planned)));
+  return std::unique_ptr<exec::Executor>(std::move(c));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<exec::Executor>> OpenExecutor(model::Model& model, const std::string& model_path,
                                                      const ExecutorOptions& o) {
   TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(model.params(), o.context));
   if (o.workers.empty()) return OpenLocal(model, o, /*check_memory=*/false);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> c, Coordinator::Open(model, model_path, o));
-  if (!o.resume) return std::unique_ptr<exec::Executor>(std::move(c));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> first, OpenPlanned(model, model_path, o));
+  if (!o.resume || first->stages().size() < 2) return first;
   ResumeOptions ro;
   ro.workers = o.workers;
   ro.standby = o.standby;
@@ -54,8 +73,7 @@ Result<std::unique_ptr<exec::Executor>> OpenExecutor(model::Model& model, const 
     w.workers = workers;
     if (quiet) w.log = [](const std::string&) {};
     if (workers.empty()) return OpenLocal(model, w, /*check_memory=*/true);
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> next, Coordinator::Open(model, model_path, w));
-    return std::unique_ptr<exec::Executor>(std::move(next));
+    return OpenPlanned(model, model_path, w);
   };
   WorkerProbe probe = [o](const std::string& worker) -> Status {
     std::string host;
@@ -67,7 +85,7 @@ Result<std::unique_ptr<exec::Executor>> OpenExecutor(model::Model& model, const 
     return Status::Ok();
   };
   return std::unique_ptr<exec::Executor>(
-      std::make_unique<ResumingExecutor>(std::move(c), std::move(ro), std::move(open), std::move(probe)));
+      std::make_unique<ResumingExecutor>(std::move(first), std::move(ro), std::move(open), std::move(probe)));
 }
 
 }  // namespace tandem::pipeline

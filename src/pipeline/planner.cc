@@ -4,8 +4,10 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "model/layout.h"
 
@@ -44,7 +46,112 @@ Result<std::vector<std::pair<int64_t, int64_t>>> ParseLayers(const std::string& 
   return out;
 }
 
+// Bytes a stage holds: its layers, the shared tensors, the embedding (first stage), the head
+// (last stage).
+uint64_t StageBytes(const ModelFootprint& m, int64_t begin, int64_t end, bool first, bool last) {
+  uint64_t b = m.shared_bytes;
+  for (int64_t l = begin; l < end; ++l) b += m.layer_bytes[l];
+  if (first) b += m.embd_bytes;
+  if (last) b += m.head_bytes;
+  return b;
+}
+
+// Bytes a decode step reads there: every weight but the embedding (one row of it).
+uint64_t DecodeBytes(const ModelFootprint& m, int64_t begin, int64_t end, bool last) {
+  return StageBytes(m, begin, end, false, last);
+}
+
+bool Fits(const ModelFootprint& m, const NodeInfo& n, int64_t begin, int64_t end, bool first, bool last) {
+  return n.free_memory == 0 ||
+         StageBytes(m, begin, end, first, last) + m.kv_bytes_per_layer * (end - begin) <= n.free_memory;
+}
+
+// Predicted ms of node `n` holding [begin, end): compute, and the hops into it (and back, last).
+double StageMs(const ModelFootprint& m, const NodeInfo& n, int64_t begin, int64_t end, bool worker, bool last) {
+  double ms = DecodeBytes(m, begin, end, last) / (n.matvec_gbps * 1e6);
+  if (worker) ms += n.rtt_ms / 2 * (last ? 2 : 1);
+  return ms;
+}
+
+Plan Build(const ModelFootprint& m, const std::vector<std::tuple<int, int64_t, int64_t>>& ranges) {
+  Plan plan;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    PlannedStage s;
+    std::tie(s.node, s.layer_begin, s.layer_end) = ranges[i];
+    s.weight_bytes = StageBytes(m, s.layer_begin, s.layer_end, i == 0, i + 1 == ranges.size());
+    s.kv_bytes = m.kv_bytes_per_layer * (s.layer_end - s.layer_begin);
+    plan.stages.push_back(s);
+  }
+  return plan;
+}
+
+// The contiguous ranges, over the nodes in order (the main node always first, any worker left
+// out), with the least predicted time per decode step that fit every node's memory.
+Result<Plan> FastestPlan(const ModelFootprint& m, const std::vector<NodeInfo>& nodes) {
+  const int64_t L = static_cast<int64_t>(m.layer_bytes.size());
+  const int n = static_cast<int>(nodes.size());
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // best[j][l]: least time for layers [0, l) on a chain of nodes ending with node j (j holding
+  // the last of them, not the head unless l == L); from[j][l]: the previous (node, layer).
+  std::vector<std::vector<double>> best(n, std::vector<double>(L + 1, kInf));
+  std::vector<std::vector<std::pair<int, int64_t>>> from(n, std::vector<std::pair<int, int64_t>>(L + 1, {-1, 0}));
+  for (int64_t l = 1; l <= L; ++l) {
+    if (Fits(m, nodes[0], 0, l, true, l == L)) best[0][l] = StageMs(m, nodes[0], 0, l, false, l == L);
+  }
+  for (int j = 1; j < n; ++j) {
+    for (int i = 0; i < j; ++i) {
+      for (int64_t k = 1; k < L; ++k) {
+        if (best[i][k] == kInf) continue;
+        for (int64_t l = k + 1; l <= L; ++l) {
+          if (!Fits(m, nodes[j], k, l, false, l == L)) continue;
+          const double t = best[i][k] + StageMs(m, nodes[j], k, l, true, l == L);
+          if (t < best[j][l]) {
+            best[j][l] = t;
+            from[j][l] = {i, k};
+          }
+        }
+      }
+    }
+  }
+  int end_node = -1;
+  for (int j = 0; j < n; ++j) {
+    if (best[j][L] < kInf && (end_node < 0 || best[j][L] < best[end_node][L])) end_node = j;
+  }
+  if (end_node < 0) return Status::ResourceExhausted("no placement over these nodes fits their memory");
+  std::vector<std::tuple<int, int64_t, int64_t>> ranges;
+  for (int j = end_node, l = static_cast<int>(L); j >= 0;) {
+    const auto [i, k] = from[j][l];
+    ranges.emplace_back(j, j == 0 ? 0 : k, l);
+    if (j == 0) break;
+    j = i;
+    l = static_cast<int>(k);
+  }
+  std::reverse(ranges.begin(), ranges.end());
+  Plan plan = Build(m, ranges);
+  plan.how = "speed";
+  return plan;
+}
+
 }  // namespace
+
+void Predict(const ModelFootprint& m, const std::vector<NodeInfo>& nodes, Plan* plan) {
+  for (size_t i = 0; i < plan->stages.size(); ++i) {
+    PlannedStage& s = plan->stages[i];
+    const NodeInfo& n = nodes[s.node];
+    const bool last = i + 1 == plan->stages.size();
+    s.compute_ms = n.matvec_gbps > 0 ? DecodeBytes(m, s.layer_begin, s.layer_end, last) / (n.matvec_gbps * 1e6) : 0;
+    s.link_ms = i == 0 ? 0 : n.rtt_ms / 2 * (last ? 2 : 1);
+  }
+}
+
+double Plan::predicted_ms() const {
+  double t = 0;
+  for (const PlannedStage& s : stages) {
+    if (s.compute_ms <= 0) return 0;
+    t += s.compute_ms + s.link_ms;
+  }
+  return t;
+}
 
 ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p, int64_t n_ctx,
                          quant::TensorType type_k, quant::TensorType type_v) {
@@ -121,18 +228,22 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
       begin = end;
     }
   }
-  Plan plan;
-  for (int i = 0; i < n; ++i) {
-    PlannedStage s;
-    s.node = i;
-    s.layer_begin = ranges[i].first;
-    s.layer_end = ranges[i].second;
-    for (int64_t l = s.layer_begin; l < s.layer_end; ++l) s.weight_bytes += m.layer_bytes[l];
-    s.weight_bytes += m.shared_bytes;
-    if (i == 0) s.weight_bytes += m.embd_bytes;
-    if (i == n - 1) s.weight_bytes += m.head_bytes;
-    s.kv_bytes = m.kv_bytes_per_layer * (s.layer_end - s.layer_begin);
-    plan.stages.push_back(s);
+  std::vector<std::tuple<int, int64_t, int64_t>> with_nodes;
+  for (int i = 0; i < n; ++i) with_nodes.emplace_back(i, ranges[i].first, ranges[i].second);
+  Plan plan = Build(m, with_nodes);
+  plan.how = !o.layers.empty() ? "layers" : !o.tensor_split.empty() ? "tensor split" : "memory";
+  Predict(m, nodes, &plan);
+  // By speed: when every node measured its speed and the fastest plan is clearly faster.
+  bool speeds = o.mode == PlanMode::kAuto && o.layers.empty() && o.tensor_split.empty();
+  for (const NodeInfo& ni : nodes) speeds = speeds && ni.matvec_gbps > 0;
+  if (speeds) {
+    Result<Plan> fast = FastestPlan(m, nodes);
+    if (fast.ok()) {
+      Predict(m, nodes, &*fast);
+      bool fits = true;
+      for (const PlannedStage& s : plan.stages) fits = fits && Fits(m, nodes[s.node], s.layer_begin, s.layer_end, s.node == 0, &s == &plan.stages.back());
+      if (!fits || fast->predicted_ms() < 0.9 * plan.predicted_ms()) return fast;
+    }
   }
   for (const PlannedStage& s : plan.stages) {
     const NodeInfo& ni = nodes[s.node];
@@ -149,18 +260,33 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
 
 std::string Plan::ToString(const std::vector<NodeInfo>& nodes) const {
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-24s %-9s %12s %12s %12s\n", "node", "layers", "weights", "kv cache", "free");
+  char line[320];
+  std::snprintf(line, sizeof line, "%-24s %-9s %12s %12s %12s %22s\n", "node", "layers", "weights", "kv cache", "free",
+                "predicted ms/token");
   out += line;
   for (const PlannedStage& s : stages) {
-    char range[32];
+    char range[32], predicted[64] = "?";
     std::snprintf(range, sizeof range, "%ld-%ld", static_cast<long>(s.layer_begin), static_cast<long>(s.layer_end - 1));
+    if (s.compute_ms > 0) std::snprintf(predicted, sizeof predicted, "%.2f + link %.2f", s.compute_ms, s.link_ms);
     const NodeInfo& ni = nodes[s.node];
-    std::snprintf(line, sizeof line, "%-24s %-9s %12s %12s %12s\n", ni.name.c_str(), range,
+    std::snprintf(line, sizeof line, "%-24s %-9s %12s %12s %12s %22s\n", ni.name.c_str(), range,
                   MiB(s.weight_bytes).c_str(), MiB(s.kv_bytes).c_str(),
-                  ni.free_memory ? MiB(ni.free_memory).c_str() : "?");
+                  ni.free_memory ? MiB(ni.free_memory).c_str() : "?", predicted);
     out += line;
   }
+  std::string left_out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    bool used = false;
+    for (const PlannedStage& s : stages) used = used || s.node == static_cast<int>(i);
+    if (!used) left_out += (left_out.empty() ? "" : ", ") + nodes[i].name;
+  }
+  out += "plan by " + how;
+  if (const double t = predicted_ms(); t > 0) {
+    std::snprintf(line, sizeof line, ", predicted %.2f ms per token", t);
+    out += line;
+  }
+  if (!left_out.empty()) out += "; not used (slower with them): " + left_out;
+  out += "\n";
   return out;
 }
 

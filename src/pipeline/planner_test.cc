@@ -83,6 +83,94 @@ TEST(PlannerTest, MoreNodesThanLayersIsAnError) {
   EXPECT_EQ(v->size(), 2u);
 }
 
+// Nodes with a speed (GB/s) and a round trip (ms), and 1 TiB free each.
+std::vector<NodeInfo> Timed(const std::vector<std::pair<double, double>>& speed_rtt) {
+  std::vector<NodeInfo> v;
+  for (size_t i = 0; i < speed_rtt.size(); ++i) {
+    v.push_back({i == 0 ? "main" : "w" + std::to_string(i), uint64_t{1} << 40, speed_rtt[i].first, speed_rtt[i].second});
+  }
+  return v;
+}
+
+int64_t LayersOn(const Plan& p, int node) {
+  int64_t n = 0;
+  for (const PlannedStage& s : p.stages) {
+    if (s.node == node) n += s.layer_end - s.layer_begin;
+  }
+  return n;
+}
+
+PlanOptions Auto() {
+  PlanOptions o;
+  o.mode = PlanMode::kAuto;
+  return o;
+}
+
+// Each stage's predicted time: its bytes over the node's speed, plus half the round trip into
+// a worker (and half again back from the last one).
+TEST(PlannerTest, PredictsEachStagesMilliseconds) {
+  // 8 layers of 10 MB, head 200 bytes; 10 GB/s = 1 ms per 10 MB.
+  Result<Plan> p = MakePlan(Uniform(8, 10000000), Timed({{10, 0}, {10, 4}}), {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->stages.size(), 2u);
+  EXPECT_NEAR(p->stages[0].compute_ms, 4.0, 1e-3);
+  EXPECT_EQ(p->stages[0].link_ms, 0);
+  EXPECT_NEAR(p->stages[1].compute_ms, 4.0, 1e-3);
+  EXPECT_NEAR(p->stages[1].link_ms, 4.0, 1e-9);  // 2 in, 2 back
+  EXPECT_NEAR(p->predicted_ms(), 12.0, 1e-3);
+  EXPECT_EQ(p->how, "memory");
+  EXPECT_NE(p->ToString(Timed({{10, 0}, {10, 4}})).find("predicted 12.00 ms per token"), std::string::npos);
+}
+
+// A worker half as fast gets fewer layers than the memory plan gives it, or none; a worker
+// behind a 20 ms link is left out; nodes alike on a fast link keep the memory plan.
+TEST(PlannerTest, AutoPlacesBySpeedAndLeavesOutNodesThatDoNotPay) {
+  const ModelFootprint m = Uniform(12, 10000000);
+  const std::vector<NodeInfo> slow = Timed({{10, 0}, {10, 0.1}, {5, 0.1}});
+  Result<Plan> mem = MakePlan(m, slow, {});
+  Result<Plan> fast = MakePlan(m, slow, Auto());
+  ASSERT_TRUE(mem.ok() && fast.ok());
+  EXPECT_EQ(LayersOn(*mem, 2), 4);
+  EXPECT_LT(LayersOn(*fast, 2), LayersOn(*mem, 2));
+  EXPECT_EQ(fast->how, "speed");
+  EXPECT_LT(fast->predicted_ms(), 0.9 * mem->predicted_ms());
+
+  const std::vector<NodeInfo> far = Timed({{10, 0}, {10, 0.1}, {10, 40}});
+  Result<Plan> p = MakePlan(m, far, Auto());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(LayersOn(*p, 2), 0);
+  EXPECT_NE(p->ToString(far).find("not used (slower with them): "), std::string::npos) << p->ToString(far);
+  EXPECT_NE(p->ToString(far).find("w2"), std::string::npos);
+
+  const std::vector<NodeInfo> alike = Timed({{10, 0}, {10, 0.1}, {10, 0.1}});
+  Result<Plan> same = MakePlan(m, alike, Auto());
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->how, "memory");  // within 10%: balanced, every worker used
+  EXPECT_EQ(same->stages.size(), 3u);
+}
+
+// The speed plan respects memory: a fast main node that cannot hold the model keeps what fits
+// and the rest goes to the workers; explicit splits and --plan memory never move by speed.
+TEST(PlannerTest, AutoStaysWithinMemoryAndManualPlansWin) {
+  const ModelFootprint m = Uniform(10, 1000);
+  std::vector<NodeInfo> nodes = Timed({{100, 0}, {10, 0.1}, {10, 0.1}});
+  nodes[0].free_memory = 4 * 1010 + 100 + 1000;  // room for 4 layers (+ KV, embedding, slack)
+  Result<Plan> p = MakePlan(m, nodes, Auto());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(LayersOn(*p, 0), 4);
+  EXPECT_EQ(LayersOn(*p, 1) + LayersOn(*p, 2), 6);
+  PlanOptions split = Auto();
+  split.tensor_split = {1, 1, 1};
+  nodes[0].free_memory = uint64_t{1} << 40;
+  Result<Plan> q = MakePlan(m, nodes, split);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->how, "tensor split");
+  EXPECT_EQ(q->stages.size(), 3u);
+  Result<Plan> r = MakePlan(m, nodes, PlanOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->how, "memory");
+}
+
 }  // namespace
 }  // namespace tandem::pipeline
 
