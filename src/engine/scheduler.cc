@@ -159,6 +159,11 @@ std::string Scheduler::down_reason() const {
   return ex_ ? ex_->Health().ToString() : "no executor";
 }
 
+std::vector<exec::StageInfo> Scheduler::stages() const {
+  std::lock_guard<std::mutex> lock(ex_mu_);
+  return ex_ ? ex_->stages() : std::vector<exec::StageInfo>{};
+}
+
 bool Scheduler::healthy() const {
   if (!healthy_) return false;
   std::lock_guard<std::mutex> lock(ex_mu_);

@@ -137,6 +137,8 @@ class Scheduler {
   SchedulerMetrics metrics() const;
   // False while the executor has failed (a worker died) and no new one could be built.
   bool healthy() const;
+  // The executor's stages now (a pipeline that lost or took back a worker has re-planned).
+  std::vector<exec::StageInfo> stages() const;
   // The reason the executor is down (empty when healthy).
   std::string down_reason() const;
 

@@ -429,7 +429,8 @@ TEST(ServerTest, WithNoResumeAWorkerFailureIs502AndTheServerServesAgainOnceItIsB
 }
 
 // By default a lost worker costs nothing but a moment: the pipeline resumes on the main node,
-// requests get the same text and /health stays 200.
+// requests get the same text and /health stays 200; once the worker is back, the next request
+// runs over it again.
 TEST(ServerTest, AWorkerFailureIsResumedOverAndRequestsGetTheSameText) {
   if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
   ServedWorker w;
@@ -440,11 +441,21 @@ TEST(ServerTest, AWorkerFailureIsResumedOverAndRequestsGetTheSameText) {
   int status = 0;
   const std::string before = Complete(c, &status);
   ASSERT_EQ(status, 200) << before;
+  ASSERT_EQ(r.sched->stages().size(), 2u);
   w.Stop();
   const std::string after = Complete(c, &status);
   EXPECT_EQ(status, 200) << after;
   EXPECT_EQ(after, before);
   EXPECT_EQ(c.Get("/health")->status, 200);
+  EXPECT_EQ(r.sched->stages().size(), 1u);  // the main node alone
+  // The worker comes back on its port: a later request finds the pipeline over it again.
+  ASSERT_TRUE(w.Start(w.port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // Rejoin tries at most once a second
+  const std::string again = Complete(c, &status);
+  EXPECT_EQ(status, 200) << again;
+  EXPECT_EQ(again, before);
+  ASSERT_EQ(r.sched->stages().size(), 2u);
+  EXPECT_EQ(r.sched->stages()[1].node, w.addr());
   r.server->Stop();
 }
 
