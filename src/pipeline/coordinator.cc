@@ -84,6 +84,14 @@ void EndSessions(std::vector<net::Socket>* sockets) {
 
 }  // namespace
 
+void LogLine(const ExecutorOptions& o, const std::string& line) {
+  if (o.log) {
+    o.log(line);
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
 Result<PlannedPipeline> PlanPipeline(const model::Model& model, const ExecutorOptions& o,
                                      const std::function<void(const std::string&)>& log) {
   const model::ModelParams& p = model.params();
@@ -157,13 +165,7 @@ struct Coordinator::Impl {
   net::Forward fwd;
   std::vector<float> logits;
 
-  void Log(const std::string& s) const {
-    if (o.log) {
-      o.log(s);
-    } else {
-      std::fprintf(stderr, "%s\n", s.c_str());
-    }
-  }
+  void Log(const std::string& s) const { LogLine(o, s); }
 
   std::string StageName(size_t i) const {
     const PlannedStage& s = plan.stages[i + 1];
@@ -409,14 +411,8 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model,
                                                        const std::string& model_path,
                                                        const ExecutorOptions& o) {
   TANDEM_RETURN_IF_ERROR(CheckOptions(model, o));
-  const auto log = [&](const std::string& l) {
-    if (o.log) {
-      o.log(l);
-    } else {
-      std::fprintf(stderr, "%s\n", l.c_str());
-    }
-  };
-  TANDEM_ASSIGN_OR_RETURN(PlannedPipeline planned, PlanPipeline(model, o, log));
+  TANDEM_ASSIGN_OR_RETURN(PlannedPipeline planned,
+                          PlanPipeline(model, o, [&](const std::string& l) { LogLine(o, l); }));
   return Open(model, model_path, o, std::move(planned));
 }
 

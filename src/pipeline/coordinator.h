@@ -58,6 +58,9 @@ struct ExecutorOptions {
   int dead_after_ms = 2500;
 };
 
+// Writes a line of progress or of the plan where `options` says (its log, else stderr).
+void LogLine(const ExecutorOptions& options, const std::string& line);
+
 // Workers connected and authenticated, in pipeline order, and the nodes planned over (this
 // machine first): free memory, measured speed and round trip.
 struct ConnectedWorkers {

@@ -19,13 +19,8 @@ Result<std::unique_ptr<exec::Executor>> OpenLocal(model::Model& model, const Exe
   }
   if (o.ubatch < 0) return Status::InvalidArgument("--ubatch-size must be positive (or 0: automatic)");
   if (!o.use_mmap) {
-    Progress progress("tandem: weights copied into memory", [&](const std::string& line) {
-      if (o.log) {
-        o.log(line);
-      } else {
-        std::fprintf(stderr, "%s\n", line.c_str());
-      }
-    }, /*min_total=*/uint64_t{1} << 30);
+    Progress progress("tandem: weights copied into memory", [&](const std::string& line) { LogLine(o, line); },
+                      /*min_total=*/uint64_t{1} << 30);
     TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, model.params().n_layer, true, [&](uint64_t done, uint64_t total) {
       progress.Update(done, total);
       return true;
@@ -38,13 +33,7 @@ Result<std::unique_ptr<exec::Executor>> OpenLocal(model::Model& model, const Exe
 // Plans over the workers; a pipeline if the plan keeps any, else this machine alone.
 Result<std::unique_ptr<exec::Executor>> OpenPlanned(model::Model& model, const std::string& model_path,
                                                     const ExecutorOptions& o) {
-  const auto log = [&](const std::string& l) {
-    if (o.log) {
-      o.log(l);
-    } else {
-      std::fprintf(stderr, "%s\n", l.c_str());
-    }
-  };
+  const auto log = [&](const std::string& l) { LogLine(o, l); };
   TANDEM_ASSIGN_OR_RETURN(PlannedPipeline planned, PlanPipeline(model, o, log));
   if (planned.plan.stages.size() < 2) {
     log("tandem: this machine alone is predicted faster than with the workers (--plan memory uses them)");
