@@ -36,19 +36,22 @@ TEST(FlagsCliTest, PromptFromAFile) {
   std::remove(file.c_str());
 }
 
-// --ignore-eos: on the tiny random model these seeded runs end at EOS well before 300 tokens;
-// with the flag they run to -n. (The text differs before that point too: with EOS banned at
-// every step, each draw is from a renormalised distribution.)
+// --ignore-eos: on the tiny random model most seeded runs end at EOS well before 300 tokens;
+// those that do run to -n with the flag. (The text differs before that point too: with EOS banned
+// at every step, each draw is from a renormalised distribution.) Which seeds end at EOS depends on
+// the kernels' last bits, so the test takes the first three of a dozen that do.
 TEST(FlagsCliTest, IgnoreEosRunsToTheTokenLimit) {
   const std::string m = Model("tiny-q8_0.gguf");
   TANDEM_REQUIRE_SHARED(m);
-  for (const char* seed : {"1", "2", "3"}) {
+  int checked = 0;
+  for (int seed = 1; seed <= 12 && checked < 3; ++seed) {
     SCOPED_TRACE(seed);
     const std::vector<std::string> args = {"run", "-m", m, "-p", "Hello", "-n", "300", "--temp", "1.5", "--top-k", "0",
-                                           "--top-p", "1", "--min-p", "0", "-s", seed};
+                                           "--top-p", "1", "--min-p", "0", "-s", std::to_string(seed)};
     RunResult plain = RunTandem(args);
     ASSERT_EQ(plain.code, 0) << plain.err;
-    ASSERT_NE(plain.err.find("(eos)"), std::string::npos) << "this run should end at EOS: " << plain.err;
+    if (plain.err.find("(eos)") == std::string::npos) continue;
+    ++checked;
     std::vector<std::string> ignore = args;
     ignore.push_back("--ignore-eos");
     RunResult ignored = RunTandem(ignore);
@@ -56,6 +59,7 @@ TEST(FlagsCliTest, IgnoreEosRunsToTheTokenLimit) {
     EXPECT_NE(ignored.err.find("generation: 300 tokens"), std::string::npos) << ignored.err;
     EXPECT_NE(ignored.err.find("(length)"), std::string::npos) << ignored.err;
   }
+  EXPECT_EQ(checked, 3) << "fewer than 3 of 12 seeded runs ended at EOS";
 }
 
 // -s -1 asks for a random seed (llama.cpp's default): two runs differ; a fixed seed repeats.

@@ -206,7 +206,9 @@ void Dot32Blocks(int64_t n, const void* w, const void* a, size_t stride, float* 
   int64_t i = 0;
   for (; i + 1 < nb; i += 2) {
     block(i, acc0);
-    block(i + 1, NA == 1 ? acc1 : acc0);  // several rows are independent chains already
+    // One chain per row whatever NA: a row's result must not depend on how many rows share the
+    // call (batch invariance, as in x86_common.h); acc1 stays zero and adds exactly.
+    block(i + 1, acc0);
   }
   if (i < nb) block(i, acc0);
   for (int r = 0; r < NA; ++r) out[r] = vaddvq_f32(vaddq_f32(acc0[r], acc1[r])) + off[r];
@@ -531,10 +533,11 @@ void FillIntegerDots(KernelTable* t) {
 // ---- float weights (F32, F16, BF16) against F32 activations ----
 
 // Load(w, i, v) gives weights i + 4v .. i + 4v + 3 as float; Scalar(w, i) one weight (tail).
-// With few rows each row gets several accumulators so the FMA chains overlap.
+// Each row gets two accumulators whatever NA (batch invariance: the same additions in the same
+// order for a row alone and in a group; two chains overlap, and 8 rows x 2 fit the registers).
 template <class Weights, int NA>
 void DotFloat(int64_t n, const void* w, const void* a, size_t stride, float* out) {
-  constexpr int kAcc = NA == 1 ? 4 : (NA <= 3 ? 2 : 1);
+  constexpr int kAcc = 2;
   float32x4_t acc[NA][kAcc];
   for (int r = 0; r < NA; ++r) {
     for (int c = 0; c < kAcc; ++c) acc[r][c] = vdupq_n_f32(0);

@@ -59,12 +59,21 @@ struct Rows<TensorType::kQ8_0> {
   }
 };
 
-// Lane l of the result = sum of the 8 lanes of v[l].
+// Lane l of the result = sum of the 8 lanes of v[l], added as ((x0 + x1) + (x2 + x3)) +
+// ((x4 + x5) + (x6 + x7)).
 inline __m256 Hsum8x8(const __m256* v) {
   const __m256 h01 = _mm256_hadd_ps(v[0], v[1]), h23 = _mm256_hadd_ps(v[2], v[3]);
   const __m256 h45 = _mm256_hadd_ps(v[4], v[5]), h67 = _mm256_hadd_ps(v[6], v[7]);
   const __m256 a = _mm256_hadd_ps(h01, h23), b = _mm256_hadd_ps(h45, h67);
   return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+// The sum of v's lanes in Hsum8x8's order, so that a score does not depend on the tile it was
+// computed in (a query row alone and in a group give the same bits).
+inline float HsumPairs(__m256 v) {
+  const __m256 h = _mm256_hadd_ps(v, v);
+  const __m256 a = _mm256_hadd_ps(h, h);
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)));
 }
 
 // QR query rows x KR key rows of scores.
@@ -112,7 +121,7 @@ inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const*
   if constexpr (QR * KR == 8) {
     _mm256_storeu_ps(out, Hsum8x8(acc));
   } else {
-    for (int a = 0; a < QR * KR; ++a) out[a] = Hsum(acc[a]);
+    for (int a = 0; a < QR * KR; ++a) out[a] = HsumPairs(acc[a]);
   }
   for (int r = 0; r < QR; ++r) {
     for (int k = 0; k < KR; ++k) {

@@ -151,9 +151,14 @@ inline const T* Row(const void* a, size_t stride, int r) {
   return reinterpret_cast<const T*>(static_cast<const uint8_t*>(a) + r * stride);
 }
 
-// Float accumulators per activation row: more independent chains when there are fewer rows.
+// Float accumulators per activation row: one chain, whatever NA. A row's result must not depend
+// on how many rows share the call (batch invariance): a decode step (NA == 1) and the same row in
+// a speculative verification or a server's batch (NA > 1) give the same bits, so greedy text does
+// not change with batching. The 2-4 chains decode used before bought little on this project's
+// 2-core Xeon VM (TinyLlama-shaped tg64, 3 alternating rounds, medians: Q8_0 23.6 -> 24.0 t/s,
+// Q4_0 23.6 -> 23.1) and changed the low bits.
 template <int NA>
-inline constexpr int kSlots = NA == 1 ? 4 : (NA == 2 ? 2 : 1);
+inline constexpr int kSlots = 1;
 
 // Decode (NA == 1) reads each weight once, from DRAM. A quantized kernel does enough work per
 // cache line that the lines it will load next are requested too late: the out-of-order window
@@ -272,7 +277,7 @@ alignas(64) constexpr int16_t kQ4_0Shift[32] = {0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4,
 
 template <int NA>
 void DotQ4_0Wide(int64_t n, const void* w, const void* a, size_t stride, float* out) {
-  constexpr int S = NA == 1 ? 2 : 1;  // independent accumulators per row
+  constexpr int S = kSlots<NA>;  // batch invariance, as above
   const int64_t nb = n / quant::kQK;
   const BlockQ4_0* wb = static_cast<const BlockQ4_0*>(w);
   __m512 acc[NA][S];
