@@ -30,6 +30,7 @@ void RegisterChat(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("chat", "Talk with a model in its chat template");
   AddModelFlags(cmd, &a->model);
   AddDistFlags(cmd, &a->dist);
+  AddSpeculationFlags(cmd, &a->model.speculation);
   cmd->add_option("--system", a->system, "System message");
   cmd->add_option("--chat-template", a->chat_template,
                   "Template name (default: from the model, else chatml): " +

@@ -120,6 +120,7 @@ inline Result<engine::EngineOptions> ToEngineOptions(const ModelFlags& m, const 
   engine::EngineOptions e;
   e.model_path = m.model;
   TANDEM_ASSIGN_OR_RETURN(e.exec, ToExecutorOptions(m, d));
+  e.speculation = m.speculation;
   return e;
 }
 

@@ -23,6 +23,7 @@ struct ModelFlags {
   bool flash_attn = false;
   bool use_mmap = false;
   std::string cache_type_k = "f16", cache_type_v = "f16";
+  engine::SpeculationOptions speculation;  // AddSpeculationFlags (run, chat, bench, serve)
 };
 
 // llama.cpp's multi-letter short flags, which CLI11 cannot declare, become their long forms
@@ -30,7 +31,8 @@ struct ModelFlags {
 inline void RewriteShortFlags(std::vector<const char*>& args) {
   static constexpr const char* kFlags[][2] = {
       {"-fa", "--flash-attn"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
-      {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}, {"-np", "--parallel"}};
+      {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}, {"-np", "--parallel"},
+      {"-md", "--model-draft"}};
   for (size_t i = 1; i < args.size(); ++i) {
     if (std::string_view(args[i]) == "--") break;
     for (const auto& f : kFlags) {
@@ -79,6 +81,19 @@ inline model::ContextOptions ToContextOptions(const ModelFlags& f) {
 inline int64_t MicroBatch(const ModelFlags& f) {
   if (f.ubatch > 0) return f.n_batch > 0 ? std::min(f.ubatch, f.n_batch) : f.ubatch;
   return f.n_batch;
+}
+
+// Speculative decoding (engine/speculative.h), with llama.cpp's names.
+inline void AddSpeculationFlags(CLI::App* cmd, engine::SpeculationOptions* s) {
+  cmd->add_flag("--lookup", s->lookup,
+                "Speculate by prompt lookup: guess that the text goes on as it did after the latest earlier "
+                "occurrence of its last few tokens, and verify the guesses in one forward");
+  cmd->add_option("--model-draft", s->draft_model,
+                  "Speculate with this draft model (-md; same vocabulary, run on this machine)");
+  cmd->add_option("--draft-max,--draft", s->draft_max, "Most guessed tokens per round")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--draft-min", s->draft_min, "Fewest guessed tokens worth a round (fewer: a plain step)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
 }
 
 inline void AddSamplingFlags(CLI::App* cmd, sampling::SamplerParams* s) {

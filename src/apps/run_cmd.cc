@@ -20,6 +20,7 @@ void RegisterRun(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "Generate a continuation of a prompt");
   AddModelFlags(cmd, &a->model);
   AddDistFlags(cmd, &a->dist);
+  AddSpeculationFlags(cmd, &a->model.speculation);
   cmd->add_option("-p,--prompt", a->prompt, "Prompt (empty: start from BOS alone)");
   cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from this file")->excludes("--prompt");
   cmd->add_flag("--ignore-eos", a->gen.ignore_eos,
@@ -56,6 +57,7 @@ void RegisterRun(CLI::App& app, int* exit_code) {
                  static_cast<long long>(st->generated_tokens),
                  st->generated_tokens / std::max(st->generate_seconds, 1e-9),
                  st->stop_reason.c_str());
+    if (!st->drafter.empty()) std::fprintf(stderr, "%s\n", st->speculation.ToString(st->drafter).c_str());
   });
 }
 

@@ -41,6 +41,11 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   auto mp = std::make_unique<model::Model>(std::move(m));
   std::unique_ptr<Engine> e(new Engine(std::move(mp), std::move(t).value(), options));
   TANDEM_ASSIGN_OR_RETURN(e->exec_, e->OpenExecutor());
+  SpeculationOptions so = options.speculation;
+  so.threads = options.exec.threads;
+  so.n_ctx = e->exec_->n_ctx();
+  TANDEM_ASSIGN_OR_RETURN(e->drafter_, OpenDrafter(so, e->tokenizer_.vocab(), options.model_path));
+  e->speculator_ = std::make_unique<Speculator>(e->drafter_.get(), so);
   return e;
 }
 
@@ -110,48 +115,58 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
   stats.prompt_tokens_cached = static_cast<int64_t>(reuse);
   stats.prompt_tokens_computed = static_cast<int64_t>(tokens.size() - reuse);
   stats.prompt_seconds = Since(t0);
-  exec::RunOptions step;
-  step.sample = true;
 
-  // Generation: sample, stream the text, feed the token back.
+  // Generation: stream each sampled token's text, then feed the last one back (with guesses
+  // after it when a drafter has some: each step may give several tokens).
   const auto t1 = std::chrono::steady_clock::now();
   tokenizer::DetokenizeStream stream(tokenizer_);
   StopStrings stops(o.stop);
   std::string text;
-  int32_t pos = static_cast<int32_t>(tokens.size());
   const bool strip_first_space = tokens.size() == 1 && tokens[0] == tokenizer_.vocab().bos();
   stats.stop_reason = "length";
-  for (int n = 0; o.n_predict < 0 || n < o.n_predict; ++n) {
-    const int32_t next = out.token;
-    if (!o.ignore_eos && IsEndOfGeneration(next)) {
-      stats.stop_reason = "eos";
-      break;
+  speculator_->ResetStats();
+  speculator_->set_banned(sp.banned);
+  std::vector<int32_t> fresh = {out.token};
+  int n = 0;
+  for (bool done = false; !done;) {
+    for (int32_t next : fresh) {
+      if (o.n_predict >= 0 && n >= o.n_predict) {
+        done = true;
+        break;
+      }
+      if (!o.ignore_eos && IsEndOfGeneration(next)) {
+        stats.stop_reason = "eos";
+        done = true;
+        break;
+      }
+      ++stats.generated_tokens;
+      text.clear();
+      stream.Push(next, &text);
+      // After BOS alone, SentencePiece's first piece carries the space that marks a word start.
+      if (strip_first_space && n == 0 && !text.empty() && text[0] == ' ') text.erase(0, 1);
+      ++n;
+      bool stopped = false;
+      const std::string emit = stops.Push(text, &stopped);
+      if (!emit.empty() && !on_text(emit)) {
+        stats.stop_reason = "callback";
+        done = true;
+        break;
+      }
+      if (stopped) {
+        stats.stop_reason = "stop string";
+        done = true;
+        break;
+      }
     }
-    ++stats.generated_tokens;
-    text.clear();
-    stream.Push(next, &text);
-    // After BOS alone, SentencePiece's first piece carries the space that marks a word start.
-    if (strip_first_space && n == 0 && !text.empty() && text[0] == ' ') text.erase(0, 1);
-    bool stopped = false;
-    const std::string emit = stops.Push(text, &stopped);
-    if (!emit.empty() && !on_text(emit)) {
-      stats.stop_reason = "callback";
-      break;
-    }
-    if (stopped) {
-      stats.stop_reason = "stop string";
-      break;
-    }
-    if (pos + 1 >= n_ctx) {
+    if (done || (o.n_predict >= 0 && n >= o.n_predict)) break;
+    if (static_cast<int64_t>(cached_.size()) + 1 >= n_ctx) {
       stats.stop_reason = "context";
       break;
     }
-    batch.Clear();
-    batch.Add(next, pos++, 0, true);
+    const int max_new = o.n_predict < 0 ? 1 << 20 : o.n_predict - n;
     cache_valid_ = false;
-    TANDEM_RETURN_IF_ERROR(ex.Run(batch, step, &out));
+    TANDEM_RETURN_IF_ERROR(speculator_->Step(ex, 0, &cached_, fresh.back(), max_new, &fresh, &out));
     cache_valid_ = true;
-    cached_.push_back(next);
   }
   text.clear();
   stream.Finish(&text);
@@ -162,6 +177,10 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
     if (!rest.empty()) on_text(rest);
   }
   stats.generate_seconds = Since(t1);
+  if (drafter_) {
+    stats.drafter = drafter_->name();
+    stats.speculation = speculator_->stats();
+  }
   return stats;
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "pipeline/executor_factory.h"
+#include "engine/speculative.h"
 #include "exec/executor.h"
 #include "model/forward.h"
 #include "sampling/sampler.h"
@@ -26,6 +27,8 @@ struct EngineOptions {
   // How the model runs: threads, context (clamped to the model's training context), micro-batch,
   // flash attention and KV cache types, --mmap, and the workers (none: this machine alone).
   pipeline::ExecutorOptions exec;
+  // Speculative decoding (engine/speculative.h): --lookup or a draft model, on this machine.
+  SpeculationOptions speculation;
 };
 
 struct GenerateOptions {
@@ -43,6 +46,9 @@ struct GenerateStats {
   int64_t prompt_tokens_cached = 0, prompt_tokens_computed = 0;
   double prompt_seconds = 0, generate_seconds = 0;
   std::string stop_reason;  // "eos", "length", "stop string", "callback", "context"
+  // With a drafter: its name and this generation's rounds, guesses and acceptance.
+  std::string drafter;
+  SpeculationStats speculation;
 };
 
 class Engine {
@@ -81,6 +87,8 @@ class Engine {
   // when a run fails (the cache is then in an unknown state and is dropped before the next).
   std::vector<int32_t> cached_;
   bool cache_valid_ = true;
+  std::unique_ptr<Drafter> drafter_;     // none without --lookup / -md
+  std::unique_ptr<Speculator> speculator_;
 };
 
 }  // namespace tandem::engine

@@ -20,6 +20,9 @@ Result<uint64_t> LocalExecutor::Submit(const model::Batch& b, const RunOptions& 
   if ((o.sample || o.logits) && marked == 0) {
     return Status::InvalidArgument("a result was asked for but no row is marked for logits");
   }
+  if (!o.guesses.empty() && (!o.sample || static_cast<int64_t>(o.guesses.size()) != marked)) {
+    return Status::InvalidArgument("guesses need sampling and one guess per row marked for logits");
+  }
   StageStep step;
   step.truncate = &o.truncate;
   step.samplers = &o.samplers;
@@ -35,7 +38,7 @@ Result<uint64_t> LocalExecutor::Submit(const model::Batch& b, const RunOptions& 
   const float* logits = split ? logits_.data() : stage_.logits();
   Done d;
   d.n_rows = split ? static_cast<int64_t>(logits_.size()) / n_vocab : stage_.n_logits();
-  if (o.sample) TANDEM_RETURN_IF_ERROR(stage_.SampleRows(b, logits, &d.tokens));
+  if (o.sample) TANDEM_RETURN_IF_ERROR(stage_.SampleRows(b, logits, &d.tokens, o.guesses));
   if (o.logits) d.logits.assign(logits, logits + d.n_rows * n_vocab);
   const uint64_t ticket = ++next_ticket_;
   done_.emplace(ticket, std::move(d));
@@ -48,7 +51,10 @@ Status LocalExecutor::Collect(uint64_t ticket, RunOutput* out) {
   collected_ = std::move(it->second);
   done_.erase(it);
   out->tokens = collected_.tokens;
-  out->token = collected_.tokens.empty() ? -1 : collected_.tokens.back();
+  out->token = -1;
+  for (int32_t t : collected_.tokens) {
+    if (t >= 0) out->token = t;
+  }
   out->logits = collected_.logits.empty() ? nullptr : collected_.logits.data();
   out->n_rows = collected_.logits.empty() ? 0 : collected_.n_rows;
   out->stage_ms.clear();

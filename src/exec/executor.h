@@ -36,10 +36,19 @@ struct RunOptions {
   bool logits = false;   // return the logits of every marked row
   std::vector<Truncation> truncate;       // applied first, in order
   std::vector<SequenceSampler> samplers;  // then these sequences' samplers (re)configured
+  // Speculative verification (with sample): one entry per marked row, in row order. A row with a
+  // guess (>= 0, the token the caller put in the sequence's next row) is verified with
+  // Sampler::Verify: accepted, the sampled token is the guess and the sequence's next marked row
+  // is looked at; rejected, the sampled token is the correction and the sequence's later marked
+  // rows give -1 (not sampled; their cells hold rejected guesses the caller truncates with its
+  // next batch). A row with -1 is sampled as usual and ends its sequence's verification. So each
+  // sequence gets its accepted guesses plus one token. Empty: every marked row sampled as usual.
+  std::vector<int32_t> guesses;
 };
 
 struct RunOutput {
-  std::vector<int32_t> tokens;     // when sampled: one per marked row, in row order
+  std::vector<int32_t> tokens;     // when sampled: one per marked row, in row order (-1: a row
+                                   // after a rejected guess, see RunOptions::guesses)
   int32_t token = -1;              // when sampled: the last of them
   const float* logits = nullptr;   // n_rows x n_vocab, valid until the next Run or Collect
   int64_t n_rows = 0;

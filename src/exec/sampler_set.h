@@ -21,6 +21,8 @@ class SamplerSet {
   Status Configure(int32_t seq, const sampling::SamplerParams& p, const std::vector<int32_t>& history);
   // Samples from `logits` with the sequence's sampler and records the token.
   Result<int32_t> SampleAndAccept(int32_t seq, std::span<const float> logits);
+  // Verifies `guess` (Sampler::Verify) with the sequence's sampler and records the token.
+  Result<sampling::Sampler::Verdict> VerifyAndAccept(int32_t seq, std::span<const float> logits, int32_t guess);
   void Clear() { samplers_.clear(); }
 
  private:

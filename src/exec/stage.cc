@@ -22,6 +22,17 @@ Result<int32_t> SamplerSet::SampleAndAccept(int32_t seq, std::span<const float> 
   return t;
 }
 
+Result<sampling::Sampler::Verdict> SamplerSet::VerifyAndAccept(int32_t seq, std::span<const float> logits,
+                                                                int32_t guess) {
+  auto it = samplers_.find(seq);
+  if (it == samplers_.end()) {
+    return Status::InvalidArgument("sequence " + std::to_string(seq) + " has no sampler configured");
+  }
+  TANDEM_ASSIGN_OR_RETURN(sampling::Sampler::Verdict v, it->second.Verify(logits, guess));
+  it->second.Accept(v.token);
+  return v;
+}
+
 int64_t AutoMicroBatch(int64_t n_tokens, int n_stages) {
   constexpr int64_t kMax = 512, kMin = 32, kGroup = 8;
   if (n_stages <= 1) return kMax;
@@ -77,24 +88,59 @@ Status Stage::Forward(const model::Batch& batch, const float* hidden_in, const S
   return ctx_.Forward(batch, hidden_in);
 }
 
-Status Stage::Sample(const model::Batch& batch, std::vector<int32_t>* tokens) {
+Status Stage::Sample(const model::Batch& batch, std::vector<int32_t>* tokens, std::span<const int32_t> guesses) {
   if (!is_last()) return Status::InvalidArgument("only the last stage samples");
   int64_t marked = 0;
   for (uint8_t l : batch.logits) marked += l ? 1 : 0;
   if (marked == 0 || marked != ctx_.n_logits()) {
     return Status::InvalidArgument("no logits to sample from (no row marked, or another batch's logits)");
   }
-  return SampleRows(batch, ctx_.logits(), tokens);
+  return SampleRows(batch, ctx_.logits(), tokens, guesses);
 }
 
-Status Stage::SampleRows(const model::Batch& batch, const float* logits, std::vector<int32_t>* tokens) {
+Status Stage::SampleRows(const model::Batch& batch, const float* logits, std::vector<int32_t>* tokens,
+                         std::span<const int32_t> guesses) {
   const size_t n_vocab = static_cast<size_t>(model_.params().n_vocab);
+  int64_t marked = 0;
+  for (uint8_t l : batch.logits) marked += l ? 1 : 0;
+  if (!guesses.empty()) {
+    if (static_cast<int64_t>(guesses.size()) != marked) {
+      return Status::InvalidArgument(std::to_string(guesses.size()) + " guesses for " + std::to_string(marked) +
+                                     " rows marked for logits");
+    }
+    for (int32_t g : guesses) {
+      if (g < -1 || g >= static_cast<int64_t>(n_vocab)) {
+        return Status::InvalidArgument("guessed token id " + std::to_string(g) + " is outside the vocabulary of " +
+                                       std::to_string(n_vocab));
+      }
+    }
+  }
+  std::vector<int32_t> done;  // sequences whose verification ended in this batch
   int64_t row = 0;
   for (int64_t i = 0; i < batch.size(); ++i) {
     if (!batch.logits[i]) continue;
-    TANDEM_ASSIGN_OR_RETURN(int32_t t, samplers_.SampleAndAccept(batch.seq[i], {logits + row * n_vocab, n_vocab}));
-    tokens->push_back(t);
+    const std::span<const float> l(logits + row * n_vocab, n_vocab);
+    const int32_t seq = batch.seq[i];
+    const int32_t guess = guesses.empty() ? -1 : guesses[row];
     ++row;
+    if (guesses.empty()) {
+      TANDEM_ASSIGN_OR_RETURN(int32_t t, samplers_.SampleAndAccept(seq, l));
+      tokens->push_back(t);
+      continue;
+    }
+    if (std::find(done.begin(), done.end(), seq) != done.end()) {
+      tokens->push_back(-1);
+      continue;
+    }
+    if (guess < 0) {
+      TANDEM_ASSIGN_OR_RETURN(int32_t t, samplers_.SampleAndAccept(seq, l));
+      tokens->push_back(t);
+      done.push_back(seq);
+      continue;
+    }
+    TANDEM_ASSIGN_OR_RETURN(sampling::Sampler::Verdict v, samplers_.VerifyAndAccept(seq, l, guess));
+    tokens->push_back(v.token);
+    if (!v.accepted) done.push_back(seq);
   }
   return Status::Ok();
 }

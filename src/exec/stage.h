@@ -80,10 +80,13 @@ class Stage {
   // Last stage, after Forward: a token for every marked row of `batch` (in row order) from
   // logits() with the sampler of the row's sequence, each recorded in its sampler; appended to
   // `tokens`.
-  Status Sample(const model::Batch& batch, std::vector<int32_t>* tokens);
+  // With `guesses` (one per marked row), verifies them as RunOptions::guesses says.
+  Status Sample(const model::Batch& batch, std::vector<int32_t>* tokens,
+                std::span<const int32_t> guesses = {});
   // The same from logits rows the caller gathered (a batch computed in several micro-batches):
   // `logits` holds one row of n_vocab per marked row of `batch`.
-  Status SampleRows(const model::Batch& batch, const float* logits, std::vector<int32_t>* tokens);
+  Status SampleRows(const model::Batch& batch, const float* logits, std::vector<int32_t>* tokens,
+                    std::span<const int32_t> guesses = {});
 
   // Drops every sequence from the cache and every sampler.
   void Clear();

@@ -100,6 +100,7 @@ void Context::Reserve(int64_t n) {
   if (p_.is_moe()) {
     router_.resize(n * p_.n_expert);
     chosen_e_.resize(n * p_.n_expert_used);
+    expert_order_.resize(p_.n_expert_used);
     chosen_w_.resize(n * p_.n_expert_used);
     xe_.resize(n * p_.n_embd);
     ye_.resize(std::max(n, p_.n_expert_used) * p_.n_embd);
@@ -312,7 +313,12 @@ void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
       jobs[j] = {d.type, d.data, d.rows, d.cols, &gate_[j * F], &ye_[j * E]};
     }
     kernels::MatVecBatch(k_, pool_, std::span(jobs, k), scratch_);
-    for (int64_t j = 0; j < k; ++j) k_.f.axpy(chosen_w_[j], &ye_[j * E], out, E);
+    // Summed by expert id, as the batch path below sums them: a token gets the same bits alone
+    // and in a batch (speculative verification, a server's batch).
+    int64_t* order = expert_order_.data();
+    for (int64_t j = 0; j < k; ++j) order[j] = j;
+    std::sort(order, order + k, [&](int64_t a, int64_t b) { return chosen_e_[a] < chosen_e_[b]; });
+    for (int64_t j = 0; j < k; ++j) k_.f.axpy(chosen_w_[order[j]], &ye_[order[j] * E], out, E);
     return;
   }
   for (int64_t c = 0; c < ne; ++c) {

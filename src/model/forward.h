@@ -147,6 +147,7 @@ class Context {
   // one expert gathered, and its outputs.
   std::vector<float> router_, chosen_w_, xe_, ye_;
   std::vector<int32_t> chosen_e_;
+  std::vector<int64_t> expert_order_;  // a decode step's choices by expert id
   std::vector<int64_t> expert_rows_, expert_begin_, expert_next_;
   std::vector<int32_t>* expert_log_ = nullptr;
   std::vector<float>* margin_log_ = nullptr;

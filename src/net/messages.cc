@@ -382,6 +382,10 @@ void Forward::Encode(Writer& w) const {
     w.Bytes(s.banned.data(), s.banned.size() * 4);
     w.U64(s.skip_draws);
   }
+  if (flags & kVerify) {
+    w.U32(static_cast<uint32_t>(guesses.size()));
+    w.Bytes(guesses.data(), guesses.size() * 4);
+  }
 }
 
 Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
@@ -389,7 +393,8 @@ Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
   uint32_t n = 0, nt = 0;
   p.Get(&m->request, "request");
   p.Get(&m->flags, "flags");
-  p.Check((m->flags & ~(kSample | kReturnLogits | kClearAll)) == 0, "flags", "has unknown bits");
+  p.Check((m->flags & ~(kSample | kReturnLogits | kClearAll | kVerify)) == 0, "flags", "has unknown bits");
+  p.Check(!(m->flags & kVerify) || (m->flags & kSample), "flags", "ask to verify guesses without sampling");
   p.Get(&nt, "truncate");
   p.Check(nt <= kMaxSequenceOps, "truncate", "has " + std::to_string(nt) + " entries (limit " +
                                                  std::to_string(kMaxSequenceOps) + ")");
@@ -455,6 +460,18 @@ Status Forward::DecodeInto(std::span<const uint8_t> payload, Forward* m) {
     p.Check(s.skip_draws <= kMaxSkipDraws, "skip_draws", "is " + std::to_string(s.skip_draws) + " (limit " +
                                                         std::to_string(kMaxSkipDraws) + ")");
   }
+  m->guesses.clear();
+  if (p.ok() && (m->flags & kVerify)) {
+    uint32_t marked = 0, ng = 0;
+    for (uint8_t l : m->wants_logits) marked += l;
+    p.Get(&ng, "guesses");
+    p.Check(ng == marked, "guesses", "has " + std::to_string(ng) + " entries for " + std::to_string(marked) +
+                                         " rows marked for logits");
+    p.Array(&m->guesses, ng, "guesses");
+    if (p.ok()) {
+      for (int32_t g : m->guesses) p.Check(g >= -1, "guesses", "holds a token id below -1");
+    }
+  }
   if (p.ok() && (m->flags & (kSample | kReturnLogits))) {
     bool any = false;
     for (uint8_t l : m->wants_logits) any = any || l;
@@ -488,7 +505,7 @@ Result<ResultMsg> ResultMsg::Decode(std::span<const uint8_t> payload) {
   p.Check(nt <= kMaxBatchTokens, "tokens", "is out of range");
   p.Array(&m.tokens, nt, "tokens");
   if (p.ok()) {
-    for (int32_t t : m.tokens) p.Check(t >= 0, "tokens", "holds a negative token id");
+    for (int32_t t : m.tokens) p.Check(t >= -1, "tokens", "holds a token id below -1");
   }
   p.Get(&m.n_vocab, "n_vocab");
   p.Check(m.n_vocab <= kMaxVocab, "n_vocab", "is out of range");

@@ -188,6 +188,7 @@ struct Forward {
     kSample = 1,        // the last stage samples a token from every row marked for logits
     kReturnLogits = 2,  // the last stage returns the logits of the marked rows
     kClearAll = 8,      // every stage drops every sequence's cells (and samplers) first
+    kVerify = 16,       // with kSample: `guesses` are verified (exec::RunOptions::guesses)
   };
   uint64_t request = 0;   // chosen by the main node; echoed in Result and Error
   uint8_t flags = 0;
@@ -200,6 +201,8 @@ struct Forward {
   uint32_t n_embd = 0;
   std::vector<float> hidden;    // seq.size() * n_embd
   std::vector<uint32_t> stage_us;  // compute time of each stage so far, microseconds
+  // kVerify only (encoded after the samplers): one per row marked for logits, -1 or a token id.
+  std::vector<int32_t> guesses;
   void Encode(Writer& w) const;
   static Result<Forward> Decode(std::span<const uint8_t> payload);
   // Decodes into an existing message, reusing its vectors' memory (no allocation once warm).
@@ -208,7 +211,8 @@ struct Forward {
 
 struct ResultMsg {
   uint64_t request = 0;
-  std::vector<int32_t> tokens;  // sampled tokens, one per marked row in row order (kSample)
+  std::vector<int32_t> tokens;  // sampled tokens, one per marked row in row order (kSample; -1:
+                                // not sampled, after a rejected guess)
   uint32_t n_vocab = 0;
   std::vector<float> logits;    // rows of n_vocab, when asked
   // Per-stage time spent on this request, microseconds, appended by each stage in order.

@@ -73,6 +73,34 @@ TEST(MessagesTest, ForwardRefusesTooManySkippedDraws) {
   EXPECT_NE(g.status().message().find("skip_draws"), std::string::npos) << g.status().ToString();
 }
 
+// Guesses to verify travel with flag kVerify only: one per marked row, each -1 or a token id.
+TEST(MessagesTest, ForwardCarriesGuessesToVerify) {
+  Forward f = SampleForward();
+  f.wants_logits = {1, 1};
+  f.flags = Forward::kSample | Forward::kVerify;
+  f.guesses = {42, -1};
+  Result<Forward> g = Forward::Decode(PayloadOf(f));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->guesses, f.guesses);
+  f.flags = Forward::kSample;  // without the flag nothing is sent or read
+  g = Forward::Decode(PayloadOf(f));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(g->guesses.empty());
+  f.flags = Forward::kSample | Forward::kVerify;
+  f.guesses = {42};  // not one per marked row
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
+  f.guesses = {42, -2};
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
+  f.guesses = {42, -1};
+  f.flags = Forward::kVerify;  // verifying without sampling
+  EXPECT_FALSE(Forward::Decode(PayloadOf(f)).ok());
+  ResultMsg r;
+  r.tokens = {5, -1};
+  EXPECT_TRUE(ResultMsg::Decode(PayloadOf(r)).ok());
+  r.tokens = {5, -2};
+  EXPECT_FALSE(ResultMsg::Decode(PayloadOf(r)).ok());
+}
+
 TEST(MessagesTest, HandshakeAndControlRoundTrip) {
   Hello h;
   h.role = Role::kUpstream;

@@ -496,9 +496,18 @@ Result<uint64_t> Coordinator::Submit(const model::Batch& b, const exec::RunOptio
   // workers get both with the first micro-batch, in order with the data.
   exec::StageStep local;
   local.truncate = &o.truncate;
+  if (!o.guesses.empty()) {
+    int64_t marked = 0;
+    for (uint8_t l : b.logits) marked += l;
+    if (!o.sample || static_cast<int64_t>(o.guesses.size()) != marked) {
+      return Status::InvalidArgument("guesses need sampling and one guess per row marked for logits");
+    }
+  }
   std::vector<uint64_t> expect;
-  const int64_t ubatch =
-      m.o.ubatch > 0 ? m.o.ubatch : exec::AutoMicroBatch(n, static_cast<int>(m.plan.stages.size()));
+  // A verification goes as one micro-batch: the last stage verifies a sequence's rows in order.
+  const int64_t ubatch = !o.guesses.empty() ? n
+                         : m.o.ubatch > 0 ? m.o.ubatch
+                                          : exec::AutoMicroBatch(n, static_cast<int>(m.plan.stages.size()));
   TANDEM_RETURN_IF_ERROR(exec::ForEachMicroBatch(b, ubatch, &m.sub, [&](const model::Batch& sub, int64_t i,
                                                                           int64_t e) {
     bool marked = false;
@@ -510,6 +519,8 @@ Result<uint64_t> Coordinator::Submit(const model::Batch& b, const exec::RunOptio
     f.flags = 0;
     if (marked && o.logits) f.flags |= net::Forward::kReturnLogits;
     if (marked && o.sample) f.flags |= net::Forward::kSample;
+    if (marked && o.sample && !o.guesses.empty()) f.flags |= net::Forward::kVerify;
+    f.guesses = o.guesses;
     f.truncate.clear();
     f.samplers.clear();
     if (i == 0) {
@@ -573,7 +584,9 @@ Status Coordinator::Collect(uint64_t ticket, exec::RunOutput* out) {
   TANDEM_RETURN_IF_ERROR(first_error);
   out->n_rows = static_cast<int64_t>(m.logits.size() / p.n_vocab);
   out->logits = m.logits.data();
-  if (!out->tokens.empty()) out->token = out->tokens.back();
+  for (int32_t t : out->tokens) {
+    if (t >= 0) out->token = t;
+  }
   return Status::Ok();
 }
 

@@ -165,10 +165,12 @@ void ResumingExecutor::Fold(const Entry& e) {
     c[pos] = b.tokens[i];
     if (e.options.sample && b.logits[i] && sampled < e.tokens.size()) {
       auto s = samplers_.find(b.seq[i]);
+      const int32_t guess = sampled < e.options.guesses.size() ? e.options.guesses[sampled] : -1;
       const int32_t tok = e.tokens[sampled++];
-      if (s == samplers_.end()) continue;
+      if (s == samplers_.end() || tok < 0) continue;  // -1: not sampled (after a rejected guess)
       SamplerState& st = s->second;
-      if (st.params.temperature > 0) ++st.draws;
+      // Sampler::Verify draws once when it accepts a guess, twice when it rejects one.
+      if (st.params.temperature > 0) st.draws += guess >= 0 && tok != guess ? 2 : 1;
       if (st.params.repeat_last_n > 0) {
         st.history.push_back(tok);
         const size_t keep = static_cast<size_t>(st.params.repeat_last_n);

@@ -504,7 +504,7 @@ class StageSession::Impl {
     r.request = f.request;
     r.stage_us = f.stage_us;
     if (f.flags & net::Forward::kSample) {
-      if (Status sst = stage_->Sample(batch_, &r.tokens); !sst.ok()) {
+      if (Status sst = stage_->Sample(batch_, &r.tokens, f.guesses); !sst.ok()) {
         SendError(f.request, sst);
         return;
       }

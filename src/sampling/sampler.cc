@@ -1,5 +1,6 @@
 #include "sampling/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -49,6 +50,7 @@ Sampler::Sampler(const SamplerParams& params, uint64_t seed)
     : params_(params),
       seed_(seed),
       rng_(seed),
+      draws_(params.skip_draws),
       history_(static_cast<size_t>(params.repeat_last_n)) {
   rng_.Skip(params.skip_draws);
 }
@@ -63,7 +65,7 @@ Result<Sampler> Sampler::Create(const SamplerParams& params) {
   return Sampler(params, seed);
 }
 
-Result<int32_t> Sampler::Sample(std::span<const float> logits) {
+Result<bool> Sampler::Prepare(std::span<const float> logits) {
   if (logits.empty()) return Status::InvalidArgument("sampler: no logits");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return Status::InvalidArgument("sampler: more logits than token ids");
@@ -87,18 +89,50 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits) {
     if (!left) return Status::InvalidArgument("sampler: every token that is not banned has logit -infinity");
   }
   ApplyPenalties(history_, p.repeat_penalty, p.frequency_penalty, p.presence_penalty, &candidates_);
-  if (p.temperature <= 0) return Greedy(candidates_);
+  if (p.temperature <= 0) return true;
   TopK(p.top_k, &candidates_);
   TopP(p.top_p, 1, &candidates_);
   MinP(p.min_p, 1, &candidates_);
   Temperature(p.temperature, &candidates_);
+  return false;
+}
+
+Result<int32_t> Sampler::Sample(std::span<const float> logits) {
+  TANDEM_ASSIGN_OR_RETURN(bool greedy, Prepare(logits));
+  if (greedy) return Greedy(candidates_);
+  ++draws_;
   return Draw(&rng_, &candidates_);
+}
+
+Result<Sampler::Verdict> Sampler::Verify(std::span<const float> logits, int32_t guess) {
+  TANDEM_ASSIGN_OR_RETURN(bool greedy, Prepare(logits));
+  Verdict v;
+  if (greedy) {
+    v.token = Greedy(candidates_);
+    v.accepted = v.token == guess;
+    return v;
+  }
+  Softmax(&candidates_);
+  auto it = std::find_if(candidates_.data.begin(), candidates_.data.end(),
+                         [&](const TokenCandidate& c) { return c.id == guess; });
+  const double p_guess = it == candidates_.data.end() ? 0.0 : it->p;
+  if (Uniform() < p_guess) {
+    v.token = guess;
+    v.accepted = true;
+    return v;
+  }
+  // Rejected: p(guess) < 1, so another candidate has probability left. Draw re-normalises.
+  if (it != candidates_.data.end()) candidates_.data.erase(it);
+  ++draws_;
+  v.token = Draw(&rng_, &candidates_);
+  return v;
 }
 
 void Sampler::Reset() {
   history_.Clear();
   rng_ = Rng(seed_);
   rng_.Skip(params_.skip_draws);
+  draws_ = params_.skip_draws;
 }
 
 }  // namespace tandem::sampling

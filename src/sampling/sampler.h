@@ -61,6 +61,23 @@ class Sampler {
   // Accept() with the token that is kept.
   Result<int32_t> Sample(std::span<const float> logits);
 
+  // Speculative verification of a guessed next token (a deterministic guess: a prompt lookup's,
+  // or a draft model's greedy pick). Greedy: the token Sample() would give; accepted when it is
+  // the guess. Otherwise the rule of speculative sampling for a draft that puts all its mass on
+  // the guess: accepted with probability p(guess) under the final distribution p (after
+  // penalties, filters and temperature); when rejected, the token is drawn from p without the
+  // guess, renormalised. Either way the token returned is distributed as Sample()'s, which is
+  // what keeps speculation from changing the output's distribution. Uses one random draw when
+  // accepted, two when rejected (draws()), none when greedy. Does not record the token.
+  struct Verdict {
+    int32_t token = -1;
+    bool accepted = false;
+  };
+  Result<Verdict> Verify(std::span<const float> logits, int32_t guess);
+  // Random draws taken so far (Sample: one per call unless greedy; Verify: as above), counting
+  // params().skip_draws.
+  uint64_t draws() const { return draws_; }
+
   // Records a token of the sequence (prompt or generated) for the penalties. REQUIRES: id >= 0.
   void Accept(int32_t id) { history_.Accept(id); }
   // Forgets the history and restarts the random sequence from the seed.
@@ -68,10 +85,17 @@ class Sampler {
 
  private:
   Sampler(const SamplerParams& params, uint64_t seed);
+  // Checks the logits and runs the chain up to the draw into candidates_; true when greedy.
+  Result<bool> Prepare(std::span<const float> logits);
+  double Uniform() {
+    ++draws_;
+    return rng_.Uniform();
+  }
 
   SamplerParams params_;
   uint64_t seed_;
   Rng rng_;
+  uint64_t draws_ = 0;
   TokenHistory history_;
   Candidates candidates_;
 };

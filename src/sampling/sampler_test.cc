@@ -166,6 +166,79 @@ TEST(SamplerTest, DistributionMatchesSoftmax) {
   EXPECT_LT(ChiSquare(counts, probs, n), 18.47);  // 4 degrees of freedom, p = 0.001
 }
 
+// Speculative verification: whatever the guess (likely, unlikely, or cut by top-k), the token
+// Verify returns is distributed as Sample's, and a guess is accepted with its probability.
+TEST(SamplerTest, VerifyKeepsTheDistributionWhateverTheGuess) {
+  const std::vector<double> probs = {0.35, 0.3, 0.2, 0.1, 0.05};
+  const std::vector<float> logits = Logits(probs);
+  for (int32_t guess : {0, 3, 4}) {
+    SCOPED_TRACE(guess);
+    Sampler s = Make(Plain(77 + guess));
+    const int n = 100000;
+    std::vector<int> counts(probs.size(), 0);
+    int accepted = 0;
+    for (int i = 0; i < n; ++i) {
+      Result<Sampler::Verdict> v = s.Verify(logits, guess);
+      ASSERT_TRUE(v.ok());
+      ++counts[v->token];
+      accepted += v->accepted ? 1 : 0;
+      EXPECT_EQ(v->accepted, v->token == guess);
+    }
+    EXPECT_LT(ChiSquare(counts, probs, n), 18.47);  // 4 degrees of freedom, p = 0.001
+    // Accepted n * p(guess) times: within 4 standard deviations.
+    const double e = n * probs[guess], sd = std::sqrt(n * probs[guess] * (1 - probs[guess]));
+    EXPECT_NEAR(accepted, e, 4 * sd);
+  }
+  // A guess top-k cuts away is never accepted; the draws stay top-k's.
+  SamplerParams k2 = Plain(5);
+  k2.top_k = 2;
+  Sampler s = Make(k2);
+  std::vector<int> counts(probs.size(), 0);
+  const int n = 50000;
+  for (int i = 0; i < n; ++i) {
+    Result<Sampler::Verdict> v = s.Verify(logits, 4);
+    ASSERT_TRUE(v.ok());
+    EXPECT_FALSE(v->accepted);
+    ++counts[v->token];
+  }
+  EXPECT_EQ(counts[2] + counts[3] + counts[4], 0);
+  EXPECT_LT(ChiSquare({counts[0], counts[1]}, {0.35 / 0.65, 0.3 / 0.65}, n), 10.83);
+}
+
+// Greedy verification is Sample's greedy pick (penalties included) and takes no draw; sampled
+// verification takes one draw when it accepts and two when it rejects.
+TEST(SamplerTest, VerifyGreedyAndItsDraws) {
+  const std::vector<float> logits = Logits({0.1, 0.5, 0.4});
+  SamplerParams g = Plain(1);
+  g.temperature = 0;
+  g.repeat_penalty = 2.0f;
+  Sampler s = Make(g);
+  s.Accept(1);  // token 1 penalised: its logit log(0.5) < 0 is doubled, so token 2 wins
+  EXPECT_EQ(*s.Sample(logits), 2);
+  Result<Sampler::Verdict> v = s.Verify(logits, 2);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->accepted);
+  EXPECT_EQ(v->token, 2);
+  v = s.Verify(logits, 1);
+  EXPECT_FALSE(v->accepted);
+  EXPECT_EQ(v->token, 2);
+  EXPECT_EQ(s.draws(), 0u);
+
+  SamplerParams p = Plain(3);
+  p.skip_draws = 10;
+  Sampler h = Make(p);
+  EXPECT_EQ(h.draws(), 10u);
+  uint64_t expect = 10;
+  for (int i = 0; i < 200; ++i) {
+    Result<Sampler::Verdict> r = h.Verify(logits, 1);
+    ASSERT_TRUE(r.ok());
+    expect += r->accepted ? 1 : 2;
+    ASSERT_EQ(h.draws(), expect);
+  }
+  ASSERT_TRUE(h.Sample(logits).ok());
+  EXPECT_EQ(h.draws(), expect + 1);
+}
+
 // Temperature 0.5 squares the probabilities before normalising.
 TEST(SamplerTest, TemperatureSharpens) {
   const std::vector<double> probs = {0.5, 0.3, 0.2};

@@ -1,0 +1,362 @@
+// Speculative decoding: the drafters, the tuner, greedy identity on every shared reference model
+// (one node and split over workers), the KV cache after a partly accepted round, refused draft
+// vocabularies, and the distribution of sampled verification on a real tiny model.
+#include "engine/speculative.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "engine/engine.h"
+#include "pipeline/executor_factory.h"
+#include "pipeline/test_worker.h"
+
+namespace tandem::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path Models() { return fs::path(TANDEM_SHARED_DIR) / "reference/models"; }
+
+std::vector<int32_t> Guess(Drafter& d, const std::vector<int32_t>& tokens, int n) {
+  std::vector<int32_t> out;
+  double s = -1;
+  EXPECT_TRUE(d.Draft(tokens, n, &out, &s).ok());
+  EXPECT_EQ(s, 0);
+  return out;
+}
+
+TEST(LookupDrafterTest, GuessesWhatFollowedTheLatestMatch) {
+  LookupDrafter d(4, 1);
+  // "7 8 9" occurred twice; the latest occurrence was followed by 5 6.
+  EXPECT_EQ(Guess(d, {7, 8, 9, 1, 2, 7, 8, 9, 5, 6, 3, 7, 8, 9}, 2), (std::vector<int32_t>{5, 6}));
+  // The longest matching suffix wins over a later shorter one: "1 2" was followed by 3.
+  EXPECT_EQ(Guess(d, {1, 2, 3, 4, 2, 9, 1, 2}, 1), (std::vector<int32_t>{3}));
+  // A loop is guessed on past the end of the text.
+  EXPECT_EQ(Guess(d, {4, 1, 2, 1, 2}, 5), (std::vector<int32_t>{1, 2, 1, 2, 1}));
+  EXPECT_TRUE(Guess(d, {1, 2, 3, 4}, 4).empty());  // nothing repeats
+  EXPECT_TRUE(Guess(d, {5}, 4).empty());
+  EXPECT_TRUE(Guess(d, {1, 1}, 0).empty());
+}
+
+TEST(SpeculationTunerTest, SpeculatesWhenGuessesPayAndStopsWhenTheyFail) {
+  SpeculationTuner t(0, 16);
+  EXPECT_EQ(t.Choose(16, false), 0);  // the first round measures a plain step
+  t.Record(0, 0, 0.040, 0, 0);
+  // Every guess accepted, each verified row adding 2 ms to a 40 ms step (links): long rounds.
+  for (int i = 0; i < 20; ++i) {
+    const int k = t.Choose(16, false);
+    ASSERT_GT(k, 0);
+    t.Record(k, k, 0.040 + 0.002 * k, 0, 0);
+  }
+  EXPECT_EQ(t.Choose(16, false), 16);
+  EXPECT_EQ(t.Choose(5, false), 5);  // capped by the caller's limit
+  // Now every guess fails and a row costs as much as a step (one node): plain steps, with a
+  // probe now and then, less often while probes fail.
+  SpeculationTuner u(0, 16);
+  u.Record(0, 0, 0.020, 0, 0);
+  for (int i = 0; i < 30; ++i) {
+    const int k = u.Choose(16, false);
+    u.Record(k, 0, 0.020 + 0.020 * k, 0, 0);
+  }
+  int probes = 0;
+  for (int i = 0; i < 256; ++i) {
+    const int k = u.Choose(16, false);
+    probes += k > 0 ? 1 : 0;
+    u.Record(k, 0, 0.020 + 0.020 * k, 0, 0);
+  }
+  EXPECT_GE(probes, 2);
+  EXPECT_LE(probes, 6);
+  // A drafter that costs compute takes one guess until its cost is known, and a draft as slow
+  // as the step it saves is not worth it even when every guess is accepted.
+  SpeculationTuner c(0, 16);
+  c.Record(0, 0, 0.020, 0, 0);
+  EXPECT_EQ(c.Choose(16, true), 1);
+  for (int i = 0; i < 40; ++i) {
+    const int k = c.Choose(16, true);
+    c.Record(k, k, 0.020 + 0.020 * k, k, 0.030 * k);
+  }
+  EXPECT_EQ(c.Choose(16, true), 0);
+  // --draft-min: fewer guesses are not worth a round.
+  SpeculationTuner m(4, 16);
+  m.Record(0, 0, 0.040, 0, 0);
+  EXPECT_TRUE(m.Choose(3, false) == 0);
+}
+
+// ---- greedy identity ----
+
+struct Run {
+  std::string text;
+  GenerateStats stats;
+};
+
+Run Generate(const std::string& model, const std::vector<std::string>& workers, const SpeculationOptions& spec,
+             const std::string& prompt, int n) {
+  EngineOptions o;
+  o.model_path = model;
+  o.exec.threads = 1;
+  o.exec.n_ctx = 256;
+  o.exec.workers = workers;
+  o.exec.plan.mode = pipeline::PlanMode::kMemory;
+  o.exec.log = [](const std::string&) {};
+  o.speculation = spec;
+  Run r;
+  Result<std::unique_ptr<Engine>> e = Engine::Open(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (!e.ok()) return r;
+  GenerateOptions g;
+  g.n_predict = n;
+  g.ignore_eos = true;
+  g.sampling.temperature = 0;
+  Result<GenerateStats> s = (*e)->Generate(prompt, g, [&](std::string_view t) {
+    r.text += t;
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (s.ok()) r.stats = *s;
+  return r;
+}
+
+// Every reference model: plain greedy text, then with prompt lookup and with the model as its
+// own draft (every guess accepted), on one node and over two workers: the same text. The draws
+// of rounds with rejected guesses come from prompt lookup (the counts are checked).
+void CheckGreedyIdentity(const std::vector<std::string>& workers) {
+  if (!fs::exists(Models())) GTEST_SKIP() << "no shared reference models";
+  int checked = 0;
+  int64_t rejected = 0;
+  for (const auto& entry : fs::directory_iterator(Models())) {
+    const std::string path = entry.path().string();
+    if (entry.path().extension() != ".gguf") continue;
+    SCOPED_TRACE(path);
+    const std::string prompt = "One day, a little girl said: one two three, one two three";
+    const Run plain = Generate(path, workers, {}, prompt, 40);
+    ASSERT_EQ(plain.stats.generated_tokens, 40);
+    SpeculationOptions lookup;
+    lookup.lookup = true;
+    const Run l = Generate(path, workers, lookup, prompt, 40);
+    EXPECT_EQ(l.text, plain.text);
+    SpeculationOptions self;
+    self.draft_model = path;
+    const Run d = Generate(path, workers, self, prompt, 40);
+    EXPECT_EQ(d.text, plain.text);
+    EXPECT_GT(d.stats.speculation.rounds, 0);
+    EXPECT_EQ(d.stats.speculation.accepted, d.stats.speculation.guesses) << "a model rejected its own guesses";
+    rejected += l.stats.speculation.guesses - l.stats.speculation.accepted;
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
+  EXPECT_GT(rejected, 0) << "no round rejected a guess: the partial-acceptance path went untested";
+}
+
+TEST(SpeculativeEngineTest, GreedyTextIsUnchangedByEachDrafterOnOneNode) { CheckGreedyIdentity({}); }
+
+TEST(SpeculativeEngineTest, GreedyTextIsUnchangedByEachDrafterOverTwoWorkers) {
+  pipeline::TestWorker w1, w2;
+  CheckGreedyIdentity({w1.addr(), w2.addr()});
+}
+
+// ---- the cache after a partly accepted round ----
+
+// Greedy tokens t[0..n) after `prompt` computed one at a time; logits of the step that feeds t[n-1].
+void PlainRun(exec::Executor& ex, const std::vector<int32_t>& prompt, int n, std::vector<int32_t>* t,
+              std::vector<float>* last_logits) {
+  ASSERT_TRUE(ex.Clear().ok());
+  model::Batch b;
+  for (size_t i = 0; i < prompt.size(); ++i) b.Add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+  exec::RunOptions first;
+  first.sample = true;
+  sampling::SamplerParams greedy;
+  greedy.temperature = 0;
+  first.samplers.push_back({0, greedy, prompt});
+  exec::RunOutput out;
+  ASSERT_TRUE(ex.Run(b, first, &out).ok());
+  t->assign(1, out.token);
+  exec::RunOptions step;
+  step.sample = true;
+  step.logits = true;
+  for (int i = 1; i <= n; ++i) {
+    b.Clear();
+    b.Add(t->back(), static_cast<int32_t>(prompt.size() + i - 1), 0, true);
+    ASSERT_TRUE(ex.Run(b, step, &out).ok());
+    if (i == n) last_logits->assign(out.logits, out.logits + ex.params().n_vocab);
+    t->push_back(out.token);
+  }
+}
+
+void CheckCacheAfterPartialAcceptance(exec::Executor& ex) {
+  const std::vector<int32_t> prompt = {1, 15, 27, 301, 44, 12, 9, 120, 77};
+  std::vector<int32_t> t;
+  std::vector<float> want;
+  PlainRun(ex, prompt, 6, &t, &want);  // t[0..6]
+  const auto P = static_cast<int32_t>(prompt.size());
+  // The same, speculating: the prompt, then t0 with guesses t1 (right) and two wrong ones.
+  ASSERT_TRUE(ex.Clear().ok());
+  model::Batch b;
+  for (int32_t i = 0; i < P; ++i) b.Add(prompt[i], i, 0, i + 1 == P);
+  exec::RunOptions first;
+  first.sample = true;
+  sampling::SamplerParams greedy;
+  greedy.temperature = 0;
+  first.samplers.push_back({0, greedy, prompt});
+  exec::RunOutput out;
+  ASSERT_TRUE(ex.Run(b, first, &out).ok());
+  ASSERT_EQ(out.token, t[0]);
+  const int32_t wrong = (t[2] + 1) % static_cast<int32_t>(ex.params().n_vocab);
+  b.Clear();
+  b.Add(t[0], P, 0, true);
+  b.Add(t[1], P + 1, 0, true);
+  b.Add(wrong, P + 2, 0, true);
+  b.Add(wrong, P + 3, 0, true);
+  exec::RunOptions verify;
+  verify.sample = true;
+  verify.guesses = {t[1], wrong, wrong, -1};
+  ASSERT_TRUE(ex.Run(b, verify, &out).ok());
+  ASSERT_EQ(out.tokens, (std::vector<int32_t>{t[1], t[2], -1, -1}));  // t1 accepted, t2 the correction
+  EXPECT_EQ(out.token, t[2]);
+  // Next round: the two rejected cells dropped in order with the batch; t2 with guesses t3, t4.
+  b.Clear();
+  b.Add(t[2], P + 2, 0, true);
+  b.Add(t[3], P + 3, 0, true);
+  b.Add(t[4], P + 4, 0, true);
+  exec::RunOptions next;
+  next.sample = true;
+  next.truncate.push_back({0, P + 2});
+  next.guesses = {t[3], t[4], -1};
+  ASSERT_TRUE(ex.Run(b, next, &out).ok());
+  ASSERT_EQ(out.tokens, (std::vector<int32_t>{t[3], t[4], t[5]}));
+  // A plain step after that sees the cache a plain run built: the same logits, to the bit.
+  b.Clear();
+  b.Add(t[5], P + 5, 0, true);
+  exec::RunOptions step;
+  step.sample = true;
+  step.logits = true;
+  ASSERT_TRUE(ex.Run(b, step, &out).ok());
+  ASSERT_EQ(out.n_rows, 1);
+  EXPECT_EQ(std::memcmp(out.logits, want.data(), want.size() * sizeof(float)), 0);
+  EXPECT_EQ(out.token, t[6]);
+}
+
+TEST(SpeculativeEngineTest, TheCacheAfterAPartlyAcceptedRoundIsAPlainRunsOnOneNodeAndSplit) {
+  const std::string path = (Models() / "tiny-q4_k_m.gguf").string();
+  if (!fs::exists(path)) GTEST_SKIP() << "no shared reference models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  {
+    exec::LocalExecutor ex(*m, 128, 1);
+    CheckCacheAfterPartialAcceptance(ex);
+  }
+  pipeline::TestWorker w1, w2;
+  pipeline::ExecutorOptions o;
+  o.workers = {w1.addr(), w2.addr()};
+  o.threads = 1;
+  o.n_ctx = 128;
+  o.plan.mode = pipeline::PlanMode::kMemory;
+  o.log = [](const std::string&) {};
+  Result<std::unique_ptr<exec::Executor>> ex = pipeline::OpenExecutor(*m, path, o);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  ASSERT_EQ((*ex)->stages().size(), 3u);
+  CheckCacheAfterPartialAcceptance(**ex);
+}
+
+TEST(SpeculativeEngineTest, ADraftModelWithAnotherVocabularyIsRefused) {
+  const std::string model = (Models() / "tiny-q4_k_m.gguf").string();
+  const std::string draft = (Models() / "aidreams260K.gguf").string();  // 512 tokens, other texts
+  if (!fs::exists(model) || !fs::exists(draft)) GTEST_SKIP() << "no shared reference models";
+  EngineOptions o;
+  o.model_path = model;
+  o.exec.threads = 1;
+  o.exec.n_ctx = 128;
+  o.speculation.draft_model = draft;
+  Result<std::unique_ptr<Engine>> e = Engine::Open(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("draft model " + draft), std::string::npos) << e.status().ToString();
+  EXPECT_NE(e.status().message().find("vocabulary"), std::string::npos) << e.status().ToString();
+  EXPECT_NE(e.status().message().find("token 259 is"), std::string::npos) << e.status().ToString();
+  o.speculation.draft_model = model;
+  o.speculation.lookup = true;
+  EXPECT_FALSE(Engine::Open(o).ok());  // two drafters
+}
+
+// Sampled verification on a real tiny model: over many seeds, the token a verification returns
+// at the first row follows the model's distribution there (temperature 1, no filters), whether
+// the guess is the likeliest token or an unlikely one.
+TEST(SpeculativeEngineTest, SampledVerificationKeepsTheModelsDistribution) {
+  const std::string path = (Models() / "stories260K.gguf").string();
+  if (!fs::exists(path)) GTEST_SKIP() << "no shared reference models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  exec::LocalExecutor ex(*m, 64, 1);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 285};
+  const auto P = static_cast<int32_t>(prompt.size());
+  const int64_t n_vocab = m->params().n_vocab;
+  model::Batch b;
+  for (int32_t i = 0; i < P; ++i) b.Add(prompt[i], i, 0, i + 1 == P);
+  exec::RunOptions o;
+  o.logits = true;
+  exec::RunOutput out;
+  ASSERT_TRUE(ex.Run(b, o, &out).ok());
+  std::vector<double> p(out.logits, out.logits + n_vocab);
+  const double mx = *std::max_element(p.begin(), p.end());
+  double z = 0;
+  for (double& v : p) z += (v = std::exp(v - mx));
+  for (double& v : p) v /= z;
+  const int32_t likeliest = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
+  // The categories with at least 2% of the mass, the rest pooled.
+  std::vector<int32_t> cats;
+  for (int32_t t = 0; t < n_vocab; ++t) {
+    if (p[t] >= 0.02) cats.push_back(t);
+  }
+  ASSERT_GE(cats.size(), 3u) << "the model is too sure of itself here for a useful test";
+  int32_t unlikely = 0;
+  while (p[unlikely] >= 0.02 || p[unlikely] < 1e-4) ++unlikely;
+  for (int32_t guess : {likeliest, cats[1], unlikely}) {
+    SCOPED_TRACE(guess);
+    const int n = 3000;
+    std::map<int32_t, int> counts;
+    int accepted = 0;
+    for (int i = 0; i < n; ++i) {
+      b.Clear();
+      b.Add(prompt[P - 1], P - 1, 0, true);
+      b.Add(guess, P, 0, true);
+      exec::RunOptions v;
+      v.sample = true;
+      v.truncate.push_back({0, P - 1});
+      sampling::SamplerParams sp;
+      sp.temperature = 1;
+      sp.top_k = 0;
+      sp.top_p = 1;
+      sp.min_p = 0;
+      sp.seed = 1000 + i;
+      v.samplers.push_back({0, sp, prompt});
+      v.guesses = {guess, -1};
+      ASSERT_TRUE(ex.Run(b, v, &out).ok());
+      ASSERT_EQ(out.tokens.size(), 2u);
+      const int32_t t0 = out.tokens[0];
+      ++counts[t0];
+      accepted += t0 == guess ? 1 : 0;
+      // After an accepted guess the next row is sampled too; after a rejection it is not.
+      EXPECT_EQ(out.tokens[1] >= 0, t0 == guess);
+    }
+    double chi2 = 0, rest_p = 1;
+    int rest = n;
+    for (int32_t c : cats) {
+      const double e = p[c] * n;
+      chi2 += (counts[c] - e) * (counts[c] - e) / e;
+      rest_p -= p[c];
+      rest -= counts[c];
+    }
+    chi2 += (rest - rest_p * n) * (rest - rest_p * n) / (rest_p * n);
+    // cats.size() degrees of freedom; the p = 0.001 bound by Wilson and Hilferty's approximation.
+    const double df = static_cast<double>(cats.size()), h = 2 / (9 * df);
+    const double bound = df * std::pow(1 - h + 3.09 * std::sqrt(h), 3);
+    EXPECT_LT(chi2, bound) << cats.size() << " categories";
+    EXPECT_NEAR(accepted, n * p[guess], 4 * std::sqrt(n * p[guess] * (1 - p[guess])) + 1);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::engine
