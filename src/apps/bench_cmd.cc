@@ -12,6 +12,7 @@
 #include "apps/model_flags.h"
 #include "engine/bench.h"
 #include "kernels/speed.h"
+#include "tokenizer/vocab.h"
 
 namespace tandem::apps {
 
@@ -28,6 +29,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt processing and generation speed");
   AddModelFlags(cmd, &a->model);
   AddDistFlags(cmd, &a->dist);
+  AddSpeculationFlags(cmd, &a->model.speculation);
   cmd->add_option("-p,--n-prompt", a->bench.n_prompt, "Prompt tokens (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", a->bench.n_gen, "Generated tokens (0: skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", a->bench.repetitions, "Repetitions")->capture_default_str()
@@ -54,6 +56,22 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     }
     Result<std::unique_ptr<exec::Executor>> ex = pipeline::OpenExecutor(*m, a->model.model, *xo);
     if (!ex.ok()) return fail(ex.status());
+    // A drafter for generation: prompt lookup needs nothing; a draft model's vocabulary is checked
+    // against the model's.
+    std::unique_ptr<engine::Drafter> drafter;
+    const engine::SpeculationOptions& so = a->model.speculation;
+    if (so.enabled()) {
+      Result<tokenizer::Vocab> vocab = tokenizer::Vocab::FromGguf(m->file());
+      if (!vocab.ok()) return fail(vocab.status().WithContext("speculation needs the model's vocabulary"));
+      engine::SpeculationOptions o = so;
+      o.threads = a->model.threads;
+      o.n_ctx = (*ex)->n_ctx();
+      Result<std::unique_ptr<engine::Drafter>> d = engine::OpenDrafter(o, *vocab, a->model.model);
+      if (!d.ok()) return fail(d.status());
+      drafter = std::move(d).value();
+      a->bench.drafter = drafter.get();
+      a->bench.speculation = so;
+    }
     Result<std::vector<engine::BenchResult>> results = engine::RunBench(**ex, a->bench);
     if (!results.ok()) return fail(results.status());
     std::optional<engine::SmallBatchResult> small;
@@ -125,6 +143,14 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                               {"type_v", a->model.cache_type_v}, {"tokens_per_s", r.mean},
                               {"stddev", r.stddev}, {"samples", r.tokens_per_s}};
         if (!breakdown.is_null()) row["per_token"] = breakdown;
+        if (drafter && r.test.rfind("tg", 0) == 0) {
+          row["speculation"] = {{"drafter", drafter->name()},
+                                {"rounds", r.speculation.rounds},
+                                {"guesses", r.speculation.guesses},
+                                {"accepted", r.speculation.accepted},
+                                {"acceptance_rate", r.speculation.acceptance_rate()},
+                                {"tokens_per_round", r.speculation.tokens_per_round()}};
+        }
         if (r.test.rfind("tg", 0) == 0) {
           row["weight_bytes_read_per_token"] = read;
           if (a->roofline) {
@@ -157,6 +183,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     if (a->json) {
       std::puts(out.dump(2).c_str());
     } else {
+      for (const engine::BenchResult& r : *results) {
+        if (drafter && r.test.rfind("tg", 0) == 0) summary += "\n" + r.test + ": " + r.speculation.ToString(drafter->name());
+      }
       for (const engine::BenchResult& r : *results) {
         if (!a->roofline || r.test.rfind("tg", 0) != 0) continue;
         std::snprintf(text, sizeof text, "; %s at %.2f t/s is %.0f %% of it", r.test.c_str(), r.mean, 100 * r.mean / roof);

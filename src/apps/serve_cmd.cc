@@ -37,6 +37,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   AddModelFlags(cmd, &a->model);
   AddDistFlags(cmd, &a->dist);
+  AddSpeculationFlags(cmd, &a->model.speculation);
   cmd->add_option("--host", a->server.host, "Address to listen on")->capture_default_str()->group("Server");
   cmd->add_option("--port", a->server.port, "Port")->capture_default_str()->check(CLI::Range(0, 65535))->group("Server");
   cmd->add_option("--api-key", a->server.api_key, "API key clients must send (Authorization: Bearer KEY)")
@@ -85,6 +86,9 @@ void RegisterServe(CLI::App& app, int* exit_code) {
     a->sched.n_ctx = eng.executor().n_ctx();
     engine::Engine* ep = &eng;
     a->sched.reopen = [ep] { return ep->OpenExecutor(); };
+    a->sched.drafter = eng.drafter();
+    a->sched.draft_min = a->model.speculation.draft_min;
+    a->sched.draft_max = a->model.speculation.draft_max;
     engine::Scheduler sched(eng.TakeExecutor(), eng.tokenizer(), [ep](int32_t t) { return ep->IsEndOfGeneration(t); },
                             a->sched);
     server::Server srv(eng.tokenizer(), sched, a->server);

@@ -13,7 +13,8 @@ using Clock = std::chrono::steady_clock;
 // Seconds to process n prompt tokens (fresh cache; the executor splits them into micro-batches),
 // or to generate n tokens one at a time (fresh cache, each token sampled greedily and fed back),
 // with random token ids. For generation, adds each stage's compute milliseconds to *stage_ms.
-Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector<double>* stage_ms) {
+Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector<double>* stage_ms,
+                       Speculator* spec = nullptr) {
   const int64_t n_vocab = ex.params().n_vocab;
   std::mt19937 rng(1);
   TANDEM_RETURN_IF_ERROR(ex.Clear());
@@ -36,6 +37,22 @@ Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector
     exec::RunOptions step;
     step.sample = true;
     int32_t tok = static_cast<int32_t>(rng() % n_vocab);
+    if (spec != nullptr) {
+      // The first token from a plain run (it configures the sampler), then speculative steps.
+      b.Clear();
+      b.Add(tok, 0, 0, true);
+      TANDEM_RETURN_IF_ERROR(ex.Run(b, first, &out));
+      std::vector<int32_t> committed = {tok}, fresh;
+      int32_t last = out.token;
+      for (int64_t made = 1; made < n;) {
+        TANDEM_RETURN_IF_ERROR(spec->Step(ex, 0, &committed, last, static_cast<int>(n - made), &fresh, &out));
+        made += static_cast<int64_t>(fresh.size());
+        last = fresh.back();
+        if (stage_ms->size() < out.stage_ms.size()) stage_ms->resize(out.stage_ms.size());
+        for (size_t s = 0; s < out.stage_ms.size(); ++s) (*stage_ms)[s] += out.stage_ms[s];
+      }
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    }
     for (int64_t j = 0; j < n; ++j) {
       b.Clear();
       b.Add(tok, static_cast<int32_t>(j), 0, true);
@@ -57,13 +74,17 @@ Result<std::vector<BenchResult>> RunBench(exec::Executor& ex, const BenchOptions
     const int64_t n = generate ? o.n_gen : o.n_prompt;
     if (n <= 0) continue;
     std::vector<double> warm_ms, stage_ms;
-    TANDEM_RETURN_IF_ERROR(TimeRun(ex, generate ? 4 : std::min<int64_t>(n, 32), generate, &warm_ms).status());
+    std::unique_ptr<Speculator> spec;
+    if (generate && o.drafter != nullptr) spec = std::make_unique<Speculator>(o.drafter, o.speculation);
+    TANDEM_RETURN_IF_ERROR(TimeRun(ex, generate ? 4 : std::min<int64_t>(n, 32), generate, &warm_ms, spec.get()).status());
+    if (spec) spec->ResetStats();
     BenchResult r;
     r.test = (generate ? "tg" : "pp") + std::to_string(n);
     for (int rep = 0; rep < o.repetitions; ++rep) {
-      TANDEM_ASSIGN_OR_RETURN(double s, TimeRun(ex, n, generate, &stage_ms));
+      TANDEM_ASSIGN_OR_RETURN(double s, TimeRun(ex, n, generate, &stage_ms, spec.get()));
       r.tokens_per_s.push_back(n / s);
     }
+    if (spec) r.speculation = spec->stats();
     for (double v : r.tokens_per_s) r.mean += v / r.tokens_per_s.size();
     double var = 0;
     for (double v : r.tokens_per_s) var += (v - r.mean) * (v - r.mean) / r.tokens_per_s.size();

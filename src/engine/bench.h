@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/speculative.h"
 #include "exec/executor.h"
 
 namespace tandem::engine {
@@ -19,6 +20,9 @@ struct BenchOptions {
   int64_t n_prompt = 512;  // 0: no pp test
   int64_t n_gen = 128;     // 0: no tg test
   int repetitions = 3;
+  // Generation with speculative decoding (null: plain steps), greedy as always.
+  Drafter* drafter = nullptr;
+  SpeculationOptions speculation;  // its --draft-min / --draft-max
 };
 
 struct BenchResult {
@@ -29,6 +33,7 @@ struct BenchResult {
   // the time of a whole token.
   std::vector<double> stage_ms;
   double token_ms = 0;
+  SpeculationStats speculation;  // generation with a drafter: over every repetition
 };
 
 Result<std::vector<BenchResult>> RunBench(exec::Executor& executor, const BenchOptions& options);

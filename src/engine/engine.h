@@ -71,6 +71,8 @@ class Engine {
   std::unique_ptr<exec::Executor> TakeExecutor() { return std::move(exec_); }
   Result<std::unique_ptr<exec::Executor>> OpenExecutor();
 
+  // The drafter --lookup or -md asked for (null: none), for a server's scheduler.
+  Drafter* drafter() const { return drafter_.get(); }
   const model::Model& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   exec::Executor& executor() { return *exec_; }

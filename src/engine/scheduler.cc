@@ -73,12 +73,17 @@ struct Scheduler::Slot {
   std::unique_ptr<tokenizer::DetokenizeStream> detok;
   std::unique_ptr<StopStrings> stops;
   double queued_at = 0, first_token_at = 0;
+  // Speculation: the guesses fed after `next` in the batch in flight, and what drafting them cost.
+  std::unique_ptr<SpeculationTuner> tuner;
+  std::vector<int32_t> guesses, draft_tokens;
+  int drafted = 0;
+  double draft_seconds = 0;
 };
 
 struct Scheduler::InFlight {
   uint64_t ticket = 0;
   int group = 0;
-  std::vector<Slot*> decode;  // slots that fed one token (their rows come first)
+  std::vector<Slot*> decode;  // slots that fed one token and their guesses (their rows come first)
   struct Chunk {
     Slot* slot;
     int64_t rows;
@@ -101,6 +106,7 @@ Scheduler::Scheduler(std::unique_ptr<exec::Executor> executor, const tokenizer::
     auto s = std::make_unique<Slot>();
     s->id = i;
     s->group = i % depth_;
+    if (o_.drafter != nullptr) s->tuner = std::make_unique<SpeculationTuner>(o_.draft_min, o_.draft_max);
     slots_.push_back(std::move(s));
   }
   metrics_.n_slots = o_.n_slots;
@@ -308,14 +314,50 @@ void Scheduler::Deliver(Slot& s, int32_t token, const float* logits_row) {
   s.decoding = true;
 }
 
+void Scheduler::Draft(Slot& s) {
+  s.guesses.clear();
+  s.drafted = 0;
+  s.draft_seconds = 0;
+  if (o_.drafter == nullptr) return;
+  const int64_t pos = static_cast<int64_t>(s.cached.size());
+  int64_t limit = std::min<int64_t>(o_.draft_max, slot_ctx_ - 2 - pos);
+  if (s.req.n_predict >= 0) limit = std::min<int64_t>(limit, s.req.n_predict - s.generated - 1);
+  if (limit <= 0) return;
+  const int want = s.tuner->Choose(static_cast<int>(limit), o_.drafter->costly());
+  if (want <= 0) return;
+  s.draft_tokens.assign(s.cached.begin(), s.cached.end());
+  s.draft_tokens.push_back(s.next);
+  o_.drafter->set_banned(s.sampling.banned);
+  // A drafter's failure costs the guesses, not the request.
+  if (!o_.drafter->Draft(s.id, s.draft_tokens, want, &s.guesses, &s.draft_seconds).ok()) s.guesses.clear();
+  if (static_cast<int>(s.guesses.size()) > want) s.guesses.resize(want);
+  for (size_t i = 0; i < s.guesses.size(); ++i) {
+    if (std::find(s.sampling.banned.begin(), s.sampling.banned.end(), s.guesses[i]) != s.sampling.banned.end()) {
+      s.guesses.resize(i);
+      break;
+    }
+  }
+  if (o_.drafter->costly()) s.drafted = static_cast<int>(s.guesses.size());
+}
+
 bool Scheduler::SubmitGroup(int group, bool others_running) {
   auto f = std::make_unique<InFlight>();
   f->group = group;
   model::Batch b;
   exec::RunOptions ro;
+  std::vector<int32_t> guesses;  // per marked row (RunOptions::guesses), when any slot guesses
+  bool guessing = false;
   for (auto& s : slots_) {
     if (s->group != group || !s->stream || !s->decoding) continue;
-    b.Add(s->next, static_cast<int32_t>(s->cached.size()), s->id, true);
+    const int64_t pos = static_cast<int64_t>(s->cached.size());
+    Draft(*s);
+    b.Add(s->next, static_cast<int32_t>(pos), s->id, true);
+    for (size_t i = 0; i < s->guesses.size(); ++i) {
+      b.Add(s->guesses[i], static_cast<int32_t>(pos + 1 + static_cast<int64_t>(i)), s->id, true);
+    }
+    guesses.insert(guesses.end(), s->guesses.begin(), s->guesses.end());
+    guesses.push_back(-1);
+    guessing = guessing || !s->guesses.empty();
     f->decode.push_back(s.get());
     f->logits = f->logits || s->req.top_logprobs >= 0;
   }
@@ -342,8 +384,10 @@ bool Scheduler::SubmitGroup(int group, bool others_running) {
     if (done) {
       ro.samplers.push_back({p->id, p->sampling, prompt});
       f->logits = f->logits || p->req.top_logprobs >= 0;
+      guesses.push_back(-1);
     }
   }
+  if (guessing) ro.guesses = std::move(guesses);
   if (b.size() == 0) return false;
   bool marked = false;
   for (uint8_t l : b.logits) marked = marked || l;
@@ -383,31 +427,60 @@ Status Scheduler::CollectOldest() {
     if (metrics_.stage_ms_sum.size() < out.stage_ms.size()) metrics_.stage_ms_sum.resize(out.stage_ms.size());
     for (size_t i = 0; i < out.stage_ms.size(); ++i) metrics_.stage_ms_sum[i] += out.stage_ms[i];
   }
-  // Every fed token's cells are now in the cache.
-  for (Slot* s : f->decode) s->cached.push_back(s->next);
+  // Every fed token's cells are now in the cache (a slot's guesses too, until truncated).
+  size_t want = 0;
+  for (Slot* s : f->decode) want += s->guesses.size() + 1;
+  for (const InFlight::Chunk& c : f->prompts) want += c.done ? 1 : 0;
+  if (out.tokens.size() != want) {
+    Status bad = Status::Internal("the executor returned " + std::to_string(out.tokens.size()) + " tokens for " +
+                                  std::to_string(want) + " rows");
+    FailAll(bad);
+    return bad;
+  }
+  size_t row = 0;  // marked rows, in order: each decoding slot's, then the finished prompts'
+  auto logits_row = [&](size_t r) -> const float* {
+    return (f->logits && out.logits != nullptr && static_cast<int64_t>(r) < out.n_rows)
+               ? out.logits + static_cast<int64_t>(r) * n_vocab_
+               : nullptr;
+  };
+  for (Slot* sp : f->decode) {
+    Slot& s = *sp;
+    const size_t first = row, k = s.guesses.size();
+    row += k + 1;
+    const int64_t pos = static_cast<int64_t>(s.cached.size());
+    s.cached.push_back(s.next);
+    size_t accepted = 0;
+    while (accepted < k && out.tokens[first + accepted] == s.guesses[accepted]) ++accepted;
+    if (s.tuner != nullptr) s.tuner->Record(static_cast<int>(k), static_cast<int>(accepted), now - f->started, s.drafted, s.draft_seconds);
+    if (k > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.speculation.rounds++;
+      metrics_.speculation.guesses += static_cast<int64_t>(k);
+      metrics_.speculation.accepted += static_cast<int64_t>(accepted);
+      metrics_.speculation.tokens += static_cast<int64_t>(accepted + 1);
+    }
+    if (s.stream && !s.stream->cancelled()) {  // (a cancelled one is handled by the loop)
+      for (size_t j = 0; j <= accepted && s.stream; ++j) {
+        Deliver(s, out.tokens[first + j], logits_row(first + j));
+        // An accepted guess is in the cache already; the last token is fed next step.
+        if (j < accepted && s.stream) s.cached.push_back(s.guesses[j]);
+      }
+    }
+    // Cells past what the slot lists (rejected guesses, or accepted ones after the request ended)
+    // go with the next batch.
+    if (k > 0 && static_cast<int64_t>(s.cached.size()) < pos + static_cast<int64_t>(k) + 1) {
+      pending_truncate_.push_back({s.id, static_cast<int32_t>(s.cached.size())});
+    }
+    s.guesses.clear();
+  }
   for (const InFlight::Chunk& c : f->prompts) {
     Slot& p = *c.slot;
     const size_t start = p.cached.size();
     p.cached.insert(p.cached.end(), p.req.prompt.begin() + start, p.req.prompt.begin() + start + c.rows);
-  }
-  std::vector<Slot*> marked = f->decode;
-  for (const InFlight::Chunk& c : f->prompts) {
-    if (c.done) marked.push_back(c.slot);
-  }
-  if (out.tokens.size() != marked.size()) {
-    Status bad = Status::Internal("the executor returned " + std::to_string(out.tokens.size()) + " tokens for " +
-                                  std::to_string(marked.size()) + " sequences");
-    FailAll(bad);
-    return bad;
-  }
-  for (size_t i = 0; i < marked.size(); ++i) {
-    Slot& s = *marked[i];
-    if (!s.stream) continue;
-    if (s.stream->cancelled()) continue;  // handled by the loop
-    const float* row = (f->logits && out.logits != nullptr && static_cast<int64_t>(i) < out.n_rows)
-                           ? out.logits + static_cast<int64_t>(i) * n_vocab_
-                           : nullptr;
-    Deliver(s, out.tokens[i], row);
+    if (!c.done) continue;
+    const size_t r = row++;
+    if (!p.stream || p.stream->cancelled()) continue;
+    Deliver(p, out.tokens[r], logits_row(r));
   }
   return Status::Ok();
 }

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/speculative.h"
 #include "exec/executor.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -58,6 +59,11 @@ struct SchedulerOptions {
   int groups = 0;
   // Builds a new executor after the current one failed for good (a worker died); null: none.
   std::function<Result<std::unique_ptr<exec::Executor>>()> reopen;
+  // Speculative decoding (engine/speculative.h): each decoding slot's row is followed by the
+  // drafter's guesses, verified in the same step; how many per slot is tuned per slot. The
+  // drafter (null: none) must outlive the scheduler; only the scheduler's thread uses it.
+  Drafter* drafter = nullptr;
+  int draft_min = 0, draft_max = 16;
 };
 
 struct Request {
@@ -115,6 +121,7 @@ struct SchedulerMetrics {
   double generate_seconds = 0;  // wall time during which at least one sequence decoded
   int queue_depth = 0, slots_busy = 0, n_slots = 0;
   std::vector<double> stage_ms_sum;  // per stage, compute milliseconds over every step
+  SpeculationStats speculation;      // with a drafter
 };
 
 class Scheduler {
@@ -149,6 +156,7 @@ class Scheduler {
   void Loop();
   bool AssignSlots();                  // under mu_
   void StartRequest(Slot& s);
+  void Draft(Slot& s);  // the slot's guesses for its next step (none without a drafter)
   bool SubmitGroup(int group, bool others_running);
   Status CollectOldest();
   void Deliver(Slot& s, int32_t token, const float* logits_row);

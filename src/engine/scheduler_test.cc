@@ -23,8 +23,10 @@ std::string ModelPath() {
 }
 
 std::unique_ptr<Engine> OpenEngine(const std::vector<std::string>& workers = {}, int64_t n_ctx = 512,
-                                   std::function<void(const std::string&)> log = {}) {
+                                   std::function<void(const std::string&)> log = {},
+                                   const SpeculationOptions& spec = {}) {
   EngineOptions o;
+  o.speculation = spec;
   o.model_path = ModelPath();
   o.exec.threads = 1;
   o.exec.n_ctx = n_ctx;
@@ -163,11 +165,13 @@ std::vector<std::string> GenerateAlone(float temperature, float repeat_penalty, 
 
 // Every request of kPrompts submitted at once to a scheduler of `n_slots` slots; the texts.
 std::vector<std::string> RunTogether(const std::vector<std::string>& workers, int n_slots, float temperature,
-                                     float repeat_penalty, SchedulerMetrics* metrics, int groups = 0) {
+                                     float repeat_penalty, SchedulerMetrics* metrics, int groups = 0,
+                                     const SpeculationOptions& spec = {}) {
   std::vector<std::string> texts;
-  std::unique_ptr<Engine> e = OpenEngine(workers, 1024);
+  std::unique_ptr<Engine> e = OpenEngine(workers, 1024, {}, spec);
   if (e == nullptr) return texts;
   SchedulerOptions so;
+  so.drafter = e->drafter();
   so.n_slots = n_slots;  // fewer slots than requests: the others wait for a slot
   so.n_ctx = 1024;
   so.prompt_chunk = 5;  // prompts read over several steps, between decode steps
@@ -212,15 +216,41 @@ TEST(SchedulerTest, EightConcurrentGreedyRequestsEqualEachAlone) {
   EXPECT_EQ(RunTogether({}, 3, 0, 1.0f, &m), want);  // with a queue
 }
 
-// One slot runs one request at a time: seeded sampling with penalties gives what the `run`
-// path gives (the seed, the history and the penalties reach the sampler). Batched sequences
-// are not compared under sampling: a batch's multi-row kernels sum in another order than a
-// single row's, which can move a draw that lands within a rounding error of a boundary.
+// Seeded sampling with penalties gives what the `run` path gives (the seed, the history and the
+// penalties reach the sampler), in one slot and batched in 8: a row's logits do not depend on
+// the batch it is in (the kernels are batch-invariant), so not even a draw that lands within a
+// rounding error of a boundary moves.
 TEST(SchedulerTest, SeededSamplingInASlotEqualsTheRunPath) {
   if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
   const std::vector<std::string> want = GenerateAlone(0.9f, 1.3f);
   SchedulerMetrics m;
   EXPECT_EQ(RunTogether({}, 1, 0.9f, 1.3f, &m), want);
+  EXPECT_EQ(RunTogether({}, 8, 0.9f, 1.3f, &m), want);
+}
+
+// Speculation in the server's batches: each slot's guesses verified in the shared step give
+// each request's greedy text alone, with prompt lookup and with the model as its own draft, on
+// one node (8 and 3 slots) and through two workers.
+TEST(SchedulerTest, SpeculativeRequestsEqualEachAlone) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  const std::vector<std::string> want = GenerateAlone(0, 1.0f);
+  SpeculationOptions lookup;
+  lookup.lookup = true;
+  SpeculationOptions self;
+  self.draft_model = ModelPath();
+  for (const SpeculationOptions& spec : {lookup, self}) {
+    SCOPED_TRACE(spec.lookup ? "lookup" : "draft model");
+    SchedulerMetrics m;
+    EXPECT_EQ(RunTogether({}, 8, 0, 1.0f, &m, 0, spec), want);
+    EXPECT_GT(m.speculation.rounds, 0);
+    EXPECT_GT(m.speculation.accepted, 0);
+    if (!spec.lookup) EXPECT_EQ(m.speculation.accepted, m.speculation.guesses);
+    EXPECT_EQ(RunTogether({}, 3, 0, 1.0f, &m, 0, spec), want);
+  }
+  pipeline::TestWorker w1, w2;
+  SchedulerMetrics m;
+  EXPECT_EQ(RunTogether({w1.addr(), w2.addr()}, 8, 0, 1.0f, &m, 0, lookup), want);
+  EXPECT_GT(m.speculation.rounds, 0);
 }
 
 TEST(SchedulerTest, ConcurrentRequestsThroughTwoWorkersEqualEachAlone) {

@@ -16,7 +16,7 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 // ---- prompt lookup ----
 
-Status LookupDrafter::Draft(std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
+Status LookupDrafter::Draft(int32_t, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                             double* guess_seconds) {
   *guess_seconds = 0;
   const int64_t len = static_cast<int64_t>(tokens.size());
@@ -94,7 +94,7 @@ static int32_t Pick(const float* x, int64_t n, const std::vector<int32_t>& banne
   return best < 0 ? 0 : best;
 }
 
-Status ModelDrafter::Draft(std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
+Status ModelDrafter::Draft(int32_t seq, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                            double* guess_seconds) {
   *guess_seconds = 0;
   const int64_t len = static_cast<int64_t>(tokens.size());
@@ -103,36 +103,35 @@ Status ModelDrafter::Draft(std::span<const int32_t> tokens, int n, std::vector<i
   const int64_t n_vocab = model_->params().n_vocab;
   // Catch up: the draft's cache keeps the longest prefix it shares with `tokens`; the rest is
   // computed in one batch (at least the last token, whose logits give the first guess).
+  std::vector<int32_t>& cached = cached_[seq];
   size_t common = 0;
-  while (common < cached_.size() && common < tokens.size() && cached_[common] == tokens[common]) ++common;
+  while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) ++common;
   if (common == tokens.size()) --common;
   model::Batch b;
-  for (size_t j = common; j < tokens.size(); ++j) b.Add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
+  for (size_t j = common; j < tokens.size(); ++j) b.Add(tokens[j], static_cast<int32_t>(j), seq, j + 1 == tokens.size());
   exec::RunOptions o;
   o.logits = true;
-  o.truncate.push_back({0, static_cast<int32_t>(common)});
+  o.truncate.push_back({seq, static_cast<int32_t>(common)});
   exec::RunOutput r;
-  cached_.clear();  // unknown until the run succeeds
+  cached.clear();  // unknown until the runs succeed (the next call then recomputes all)
   const bool one = b.size() == 1;
   auto t0 = Clock::now();
   TANDEM_RETURN_IF_ERROR(exec_->Run(b, o, &r));
-  cached_.assign(tokens.begin(), tokens.end());
   if (!one) t0 = Clock::now();  // a catch-up batch is not a guess's cost
+  std::vector<int32_t> now(tokens.begin(), tokens.end());
   int32_t g = Pick(r.logits, n_vocab, banned_);
   out->push_back(g);
-  exec::RunOptions step;
+  exec::RunOptions step;  // (the catch-up dropped every cell after `common`)
   step.logits = true;
   for (int i = 1; i < n; ++i) {
     b.Clear();
-    b.Add(g, static_cast<int32_t>(cached_.size()), 0, true);
-    if (Status st = exec_->Run(b, step, &r); !st.ok()) {
-      cached_.clear();
-      return st;
-    }
-    cached_.push_back(g);
+    b.Add(g, static_cast<int32_t>(now.size()), seq, true);
+    TANDEM_RETURN_IF_ERROR(exec_->Run(b, step, &r));
+    now.push_back(g);
     g = Pick(r.logits, n_vocab, banned_);
     out->push_back(g);
   }
+  cached = std::move(now);
   *guess_seconds = Since(t0) * n / std::max(1, one ? n : n - 1);
   return Status::Ok();
 }
@@ -229,7 +228,7 @@ Status Speculator::Step(exec::Executor& ex, int32_t seq, std::vector<int32_t>* c
     if (want > 0) {
       seq_.assign(committed->begin(), committed->end());
       seq_.push_back(last);
-      TANDEM_RETURN_IF_ERROR(drafter_->Draft(seq_, want, &guesses_, &draft_s));
+      TANDEM_RETURN_IF_ERROR(drafter_->Draft(seq, seq_, want, &guesses_, &draft_s));
       if (static_cast<int>(guesses_.size()) > want) guesses_.resize(want);
       // A banned token would be rejected: the guesses stop before one.
       for (size_t i = 0; i < guesses_.size(); ++i) {

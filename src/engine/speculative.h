@@ -15,7 +15,8 @@
 //  - LookupDrafter (`--lookup`): prompt lookup. The longest recent n-gram of the sequence that
 //    occurred before; the guesses are what followed it then. No model, nearly free.
 //  - ModelDrafter (`-md FILE`): a smaller model with the same vocabulary, run on this machine with
-//    its own KV cache; its greedy continuation is the guess.
+//    its own KV cache (one sequence per sequence it drafts for); its greedy continuation is the
+//    guess.
 //
 // How many guesses a round takes (SpeculationTuner): the k in {0} and [draft_min, draft_max] with
 // the most expected tokens per second, from the measured acceptance rate a (a round of k guesses
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -59,7 +61,8 @@ class Drafter {
   // Appends up to `n` guesses of the tokens that follow `tokens` (a sequence's tokens so far,
   // prompt included) to *out; fewer, or none, when it has no good guess. *guess_seconds: the time
   // the guesses themselves took (a draft model's catching up with new tokens left out).
-  virtual Status Draft(std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
+  // `seq` names the sequence (a server's slot), for a drafter that keeps state per sequence.
+  virtual Status Draft(int32_t seq, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                        double* guess_seconds) = 0;
   // Whether drafting costs compute on this machine (the tuner then weighs its measured time).
   virtual bool costly() const = 0;
@@ -75,7 +78,7 @@ class LookupDrafter : public Drafter {
  public:
   LookupDrafter(int ngram_max, int ngram_min) : ngram_max_(ngram_max), ngram_min_(ngram_min) {}
   std::string name() const override { return "prompt lookup"; }
-  Status Draft(std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
+  Status Draft(int32_t seq, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                double* guess_seconds) override;
   bool costly() const override { return false; }
 
@@ -90,7 +93,7 @@ class ModelDrafter : public Drafter {
   static Result<std::unique_ptr<ModelDrafter>> Open(const std::string& path, const tokenizer::Vocab& target,
                                                     const std::string& target_path, int threads, int64_t n_ctx);
   std::string name() const override { return "draft model " + path_; }
-  Status Draft(std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
+  Status Draft(int32_t seq, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                double* guess_seconds) override;
   bool costly() const override { return true; }
 
@@ -99,7 +102,7 @@ class ModelDrafter : public Drafter {
   std::string path_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<exec::LocalExecutor> exec_;
-  std::vector<int32_t> cached_;  // the tokens in the draft's cache, in position order
+  std::map<int32_t, std::vector<int32_t>> cached_;  // per sequence, the tokens in the draft's cache
 };
 
 // Checks that a draft vocabulary equals the target's (size and every token's text): InvalidArgument

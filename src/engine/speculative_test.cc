@@ -25,7 +25,7 @@ fs::path Models() { return fs::path(TANDEM_SHARED_DIR) / "reference/models"; }
 std::vector<int32_t> Guess(Drafter& d, const std::vector<int32_t>& tokens, int n) {
   std::vector<int32_t> out;
   double s = -1;
-  EXPECT_TRUE(d.Draft(tokens, n, &out, &s).ok());
+  EXPECT_TRUE(d.Draft(0, tokens, n, &out, &s).ok());
   EXPECT_EQ(s, 0);
   return out;
 }

@@ -547,6 +547,12 @@ struct Server::Impl {
     metric("tandem_slots_busy", "gauge", "Slots serving a request.", m.slots_busy);
     metric("tandem_slots_total", "gauge", "Slots (-np).", m.n_slots);
     metric("tandem_steps_total", "counter", "Batches run.", static_cast<double>(m.steps));
+    metric("tandem_speculative_rounds_total", "counter", "Decode steps that verified guessed tokens.",
+           static_cast<double>(m.speculation.rounds));
+    metric("tandem_speculative_guesses_total", "counter", "Guessed tokens verified.",
+           static_cast<double>(m.speculation.guesses));
+    metric("tandem_speculative_accepted_total", "counter", "Guessed tokens accepted.",
+           static_cast<double>(m.speculation.accepted));
     out += "# HELP tandem_time_to_first_token_seconds Time from arrival to the first token.\n"
            "# TYPE tandem_time_to_first_token_seconds summary\n";
     char buf[160];

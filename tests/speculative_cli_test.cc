@@ -1,0 +1,85 @@
+// Speculative decoding from the command line, real processes: `run` with --lookup and with a draft
+// model (-md) writes the plain greedy text on one node and over two workers; `bench` reports the
+// acceptance; a draft model of another vocabulary is refused.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "process_support.h"
+#include "test_support.h"
+
+namespace tandem::testing {
+namespace {
+
+std::string ModelPath(const char* name) { return (SharedDir() / "reference/models" / name).string(); }
+
+TEST(SpeculativeCliTest, RunWithEachDrafterWritesThePlainGreedyTextOnOneNodeAndOverTwoWorkers) {
+  const std::string model = ModelPath("tiny-q4_k_m.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  std::vector<std::unique_ptr<Process>> workers;
+  std::vector<std::string> over = {"--plan", "memory"};
+  for (int i = 0; i < 2; ++i) {
+    int port = 0;
+    workers.push_back(StartWorker({}, &port));
+    ASSERT_NE(port, 0) << workers.back()->err();
+    over.insert(over.end(), {"--worker", "127.0.0.1:" + std::to_string(port)});
+  }
+  const std::vector<std::string> base = {"run", "-m", model, "-p", "one two three, one two three", "-n", "64",
+                                         "--temp", "0", "--ignore-eos", "-t", "1"};
+  RunResult plain = RunTandem(base);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  for (const std::vector<std::string>& spec :
+       {std::vector<std::string>{"--lookup"}, std::vector<std::string>{"-md", model, "--draft-max", "6"}}) {
+    for (bool split : {false, true}) {
+      SCOPED_TRACE(spec[0] + (split ? " over 2 workers" : " on one node"));
+      std::vector<std::string> args = base;
+      args.insert(args.end(), spec.begin(), spec.end());
+      if (split) args.insert(args.end(), over.begin(), over.end());
+      RunResult r = RunTandem(args);
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_EQ(r.out, plain.out);
+      EXPECT_NE(r.err.find("speculation ("), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("tokens per round"), std::string::npos) << r.err;
+    }
+  }
+}
+
+TEST(SpeculativeCliTest, BenchReportsAcceptanceAndTokensPerRound) {
+  const std::string model = ModelPath("tiny-q8_0.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  RunResult r = RunTandem({"bench", "-m", model, "-p", "0", "-n", "48", "-r", "1", "-t", "1", "--lookup", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  const nlohmann::json& s = j[0]["speculation"];
+  EXPECT_EQ(s["drafter"], "prompt lookup");
+  EXPECT_GE(s["accepted"].get<int64_t>(), 0);
+  EXPECT_LE(s["accepted"].get<int64_t>(), s["guesses"].get<int64_t>());
+  if (s["rounds"].get<int64_t>() > 0) {
+    EXPECT_NEAR(s["tokens_per_round"].get<double>(),
+                static_cast<double>(s["accepted"].get<int64_t>() + s["rounds"].get<int64_t>()) / s["rounds"].get<int64_t>(),
+                1e-9);
+  }
+  RunResult text = RunTandem({"bench", "-m", model, "-p", "0", "-n", "48", "-r", "1", "-t", "1", "-md", model});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("tg48: speculation (draft model"), std::string::npos) << text.out;
+}
+
+TEST(SpeculativeCliTest, ADraftModelOfAnotherVocabularyIsRefused) {
+  const std::string model = ModelPath("tiny-q4_k_m.gguf");
+  const std::string other = ModelPath("aidreams260K.gguf");
+  TANDEM_REQUIRE_SHARED(model);
+  TANDEM_REQUIRE_SHARED(other);
+  RunResult r = RunTandem({"run", "-m", model, "-md", other, "-p", "hi", "-n", "4"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("draft model " + other), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("vocabulary"), std::string::npos) << r.err;
+  RunResult both = RunTandem({"run", "-m", model, "-md", model, "--lookup", "-p", "hi", "-n", "4"});
+  EXPECT_EQ(both.code, 1);
+  EXPECT_NE(both.err.find("choose one"), std::string::npos) << both.err;
+  RunResult range = RunTandem({"run", "-m", model, "--lookup", "--draft-min", "9", "--draft-max", "4", "-p", "hi", "-n", "4"});
+  EXPECT_NE(range.code, 0);
+}
+
+}  // namespace
+}  // namespace tandem::testing
