@@ -178,6 +178,9 @@ struct RunSpec {
   model::ContextOptions options;        // flash attention, KV cache types
   std::vector<std::string> variants{".fa0."};  // reference files to compare with
   bool quantized_bounds_for_all = false;  // the quantized-weight bounds for float models too
+  // Compute from weights copied into memory (the default --no-mmap), where Q4_0 and Q8_0 matrices
+  // take the interleaved layout when the CPU's kernels have it; else from the file map.
+  bool copied = false;
 };
 
 // Runs every reference file of the spec's variants; models whose head size the options do not
@@ -204,6 +207,7 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     if (skipped) continue;
     ASSERT_TRUE(m.has_value());
     if (!model::CheckContextOptions(m->params(), spec.options).ok()) continue;
+    if (spec.copied) ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
     const std::vector<int32_t> tokens = j["prompt_tokens"].get<std::vector<int32_t>>();
     const std::vector<std::vector<float>> ref = j["logits"].get<std::vector<std::vector<float>>>();
     const int64_t n_vocab = j["n_vocab"];
@@ -297,6 +301,15 @@ TEST(ModelReferenceTest, FloatModelsLogitsArgmaxAndGreedyTokens) {
 TEST(ModelReferenceTest, QuantizedModelsLogitsKlAndArgmax) {
   TANDEM_REQUIRE_SHARED(SharedDir() / "reference/logits");
   ForEachReference(/*float_models=*/false, /*check_argmax=*/true);
+}
+
+// The weights copied into memory, Q4_0 and Q8_0 matrices interleaved (kernels/interleave.h) on
+// CPUs with AVX-512 VNNI: the same bounds.
+TEST(ModelReferenceTest, QuantizedModelsCopiedIntoMemoryKlAndArgmax) {
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/logits");
+  RunSpec spec;
+  spec.copied = true;
+  ForEachReference(/*float_models=*/false, /*check_argmax=*/true, spec);
 }
 
 TEST(ModelReferenceTest, FlashAttentionFloatModels) {

@@ -94,6 +94,13 @@ struct AttnOps {
 
 inline constexpr int kTypeSlots = 40;  // covers every TensorType id
 
+// A group of 16 interleaved weight rows (kernels/interleave.h) dotted with `na` activation rows in
+// the Q8S format, `a_stride` bytes apart: out[r * ldo + j] = row j . a_r for r < na, j < 16.
+// Each (row, activation row) result is computed the same way whatever na (batch invariance).
+// REQUIRES: 1 <= na <= kMaxMultiRows.
+using GemmInterleavedFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out,
+                                   int64_t ldo);
+
 struct KernelTable {
   Isa isa = Isa::kScalar;
   TypeKernels types[kTypeSlots];
@@ -102,6 +109,10 @@ struct KernelTable {
   quant::QuantizeRowFn quantize_act[kTypeSlots] = {};
   FloatOps f{};
   AttnOps attn{};  // a separate struct: ISA files that reassign f whole leave it as it was
+  // Interleaved Q4_0 / Q8_0 weights (null: this table has no such kernel, and weights stay in
+  // the file's layout), with their activation quantizer to Q8S.
+  GemmInterleavedFn gemm_interleaved[kTypeSlots] = {};
+  quant::QuantizeRowFn quantize_q8s = nullptr;
 
   const TypeKernels& of(TensorType t) const { return types[static_cast<uint32_t>(t)]; }
 };

@@ -395,3 +395,122 @@ TEST(KernelsTest, ScalarRopeRotatesTheDocumentedPairs) {
 
 }  // namespace
 }  // namespace tandem::kernels
+
+#include "kernels/interleave.h"
+#include "kernels/matmul.h"
+
+namespace tandem::kernels {
+namespace {
+
+// Interleaved Q4_0 / Q8_0: the layout is the file's rows rearranged (the reference gemm over it
+// equals the reference dot of each row, up to float rounding), every table's kernel equals the
+// reference gemm, and a row's result is the same to the bit for every number of activation rows.
+TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
+  const int64_t rows = 32, n = 512;
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+    SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
+    const quant::TypeOps& ref = *quant::ReferenceOps(type);
+    const size_t row_bytes = quant::RowBytes(type, n);
+    std::vector<uint8_t> w(row_bytes * rows), wi(row_bytes * rows);
+    std::vector<float> wf;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> v = Random(n, 1000 + r);
+      ref.quantize_row(v.data(), w.data() + r * row_bytes, n);
+      wf.insert(wf.end(), v.begin(), v.end());
+    }
+    Interleave(type, w.data(), wi.data(), rows, n);
+    // Activations, in Q8S for the interleaved kernels and in Q8_0 for the row dot.
+    const size_t s_stride = sizeof(BlockQ8S) * (n / quant::kQK), q_stride = quant::RowBytes(TensorType::kQ8_0, n);
+    std::vector<uint8_t> as(s_stride * kMaxMultiRows), aq(q_stride * kMaxMultiRows);
+    std::vector<double> norms;
+    for (int j = 0; j < kMaxMultiRows; ++j) {
+      std::vector<float> x = Random(n, 2000 + j);
+      norms.push_back(Norm(x));
+      QuantizeQ8SReference(x.data(), as.data() + j * s_stride, n);
+      quant::ReferenceOps(TensorType::kQ8_0)->quantize_row(x.data(), aq.data() + j * q_stride, n);
+      // The Q8S quants are Q8_0's; the sum is theirs.
+      const auto* s = reinterpret_cast<const BlockQ8S*>(as.data() + j * s_stride);
+      const auto* q = reinterpret_cast<const quant::BlockQ8_0*>(aq.data() + j * q_stride);
+      for (int64_t b = 0; b < n / quant::kQK; ++b) {
+        ASSERT_EQ(std::memcmp(s[b].qs, q[b].qs, quant::kQK), 0);
+        ASSERT_EQ(s[b].d, quant::Fp16ToFp32(q[b].d));
+        int sum = 0;
+        for (int e = 0; e < quant::kQK; ++e) sum += q[b].qs[e];
+        ASSERT_EQ(s[b].sum, sum);
+      }
+    }
+    const size_t group = row_bytes * kInterleaveRows;
+    std::vector<float> want(kMaxMultiRows * rows);
+    for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
+      GemmInterleavedReference(type, n, wi.data() + g * group, as.data(), s_stride, kMaxMultiRows,
+                               want.data() + g * kInterleaveRows, rows);
+    }
+    for (int j = 0; j < kMaxMultiRows; ++j) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float dot = ref.vec_dot(n, w.data() + r * row_bytes, aq.data() + j * q_stride);
+        ASSERT_NEAR(want[j * rows + r], dot, 1e-5 * Norm(std::vector<float>(wf.begin() + r * n, wf.begin() + (r + 1) * n)) * norms[j])
+            << "row " << r << " activation " << j;
+      }
+    }
+    int tables = 0;
+    for (const KernelTable* t : Available()) {
+      const GemmInterleavedFn gemm = t->gemm_interleaved[static_cast<uint32_t>(type)];
+      if (gemm == nullptr) continue;
+      ++tables;
+      SCOPED_TRACE(IsaName(t->isa));
+      std::vector<uint8_t> at(s_stride * kMaxMultiRows);
+      for (int j = 0; j < kMaxMultiRows; ++j) {
+        std::vector<float> x = Random(n, 2000 + j);
+        t->quantize_q8s(x.data(), at.data() + j * s_stride, n);
+      }
+      ASSERT_EQ(std::memcmp(at.data(), as.data(), at.size()), 0) << "the table's Q8S quantizer";
+      std::vector<float> alone(kMaxMultiRows * rows);
+      for (int na = 1; na <= kMaxMultiRows; ++na) {
+        std::vector<float> got(kMaxMultiRows * rows, -1.0f);
+        for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
+          gemm(n, wi.data() + g * group, at.data(), s_stride, na, got.data() + g * kInterleaveRows, rows);
+        }
+        for (int j = 0; j < na; ++j) {
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_NEAR(got[j * rows + r], want[j * rows + r], 1e-5 * (std::fabs(want[j * rows + r]) + 1))
+                << "row " << r << " activation " << j << " na " << na;
+            if (na == 1) alone[r] = got[r];
+            if (j == 0) ASSERT_EQ(got[r], alone[r]) << "row " << r << " alone and with " << na << " activation rows";
+          }
+        }
+      }
+    }
+    if (Cpu().avx512vnni) EXPECT_GE(tables, 1) << "no interleaved kernel on a CPU with AVX-512 VNNI";
+  }
+}
+
+// MatMulInterleaved over a pool equals MatMul on the file layout within rounding, and a token's
+// outputs do not depend on how many tokens share the call.
+TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
+  const KernelTable& k = Best();
+  if (k.gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] == nullptr) GTEST_SKIP() << "no interleaved kernels here";
+  ThreadPool pool(2);
+  Scratch scratch;
+  const int64_t rows = 96, n = 256, tokens = 11;
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+    const size_t row_bytes = quant::RowBytes(type, n);
+    std::vector<uint8_t> w(row_bytes * rows), wi(w.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> v = Random(n, 50 + r);
+      quant::ReferenceOps(type)->quantize_row(v.data(), w.data() + r * row_bytes, n);
+    }
+    Interleave(type, w.data(), wi.data(), rows, n);
+    const std::vector<float> x = Random(n * tokens, 77);
+    std::vector<float> y0(rows * tokens), y1(rows * tokens), y2(rows);
+    MatMul(k, pool, type, w.data(), rows, n, x.data(), tokens, y0.data(), rows, scratch);
+    MatMulInterleaved(k, pool, type, wi.data(), rows, n, x.data(), tokens, y1.data(), rows, scratch);
+    for (int64_t i = 0; i < rows * tokens; ++i) ASSERT_NEAR(y1[i], y0[i], 1e-4 * (std::fabs(y0[i]) + 1)) << i;
+    for (int64_t t = 0; t < tokens; ++t) {
+      MatMulInterleaved(k, pool, type, wi.data(), rows, n, x.data() + t * n, 1, y2.data(), rows, scratch);
+      ASSERT_EQ(std::memcmp(y2.data(), y1.data() + t * rows, rows * sizeof(float)), 0) << "token " << t;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/interleave.h"
+
 namespace tandem::kernels {
 namespace {
 
@@ -70,6 +72,29 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
           multi(cols, wb + i * row_bytes, a + t0 * a_stride, a_stride, na, out);
           for (int j = 0; j < na; ++j) y[(t0 + j) * y_stride + i] = out[j];
         }
+      }
+    }
+  });
+}
+
+void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+                       int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
+  const size_t a_stride = sizeof(BlockQ8S) * static_cast<size_t>(cols / quant::kQK);
+  const size_t need = a_stride * static_cast<size_t>(n_tokens);
+  if (scratch.act.size() < need) scratch.act.resize(need);
+  for (int64_t t = 0; t < n_tokens; ++t) k.quantize_q8s(x + t * cols, scratch.act.data() + t * a_stride, cols);
+  const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
+  const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* a = scratch.act.data();
+  // Each thread takes a band of 16-row groups; every token group passes over a group while it
+  // is in cache. The 16 outputs of a group go to a row of y directly.
+  pool.ParallelFor(rows / kInterleaveRows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxMultiRows) {
+        const int na = static_cast<int>(std::min<int64_t>(kMaxMultiRows, n_tokens - t0));
+        gemm(cols, wb + g * group_bytes, a + t0 * a_stride, a_stride, na, y + t0 * y_stride + g * kInterleaveRows,
+             y_stride);
       }
     }
   });

@@ -36,6 +36,12 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
             int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
             Scratch& scratch);
 
+// MatMul for weights in the interleaved layout (kernels/interleave.h), n_tokens >= 1 (a decode step
+// too: a row's result does not depend on n_tokens). REQUIRES: k.gemm_interleaved[wtype] and
+// k.quantize_q8s are set; rows % 16 == 0.
+void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+                       int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch);
+
 // One product of a batch: y[r] = W[r] . x for r < rows.
 struct MatVecJob {
   TensorType wtype = TensorType::kF32;

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/interleave.h"
 #include "kernels/internal.h"
 #include "quant/quant.h"
 
@@ -1161,6 +1162,91 @@ void Rope(float* x, int64_t head_dim, const float* cos, const float* sin, bool n
   }
 }
 
+#ifdef TANDEM_X86_VNNI
+// ---- interleaved Q4_0 / Q8_0 (kernels/interleave.h) ----
+
+#pragma GCC diagnostic push  // GCC 12's false positive on its own 512-bit intrinsics, as above
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// 16 rows x NA activation rows. Per block: the unsigned weight bytes of 4 elements of 16 rows in
+// each 512-bit chunk, VPDPBUSD against the activation row's 4 bytes at that place broadcast (two
+// independent integer chains per row), the bias taken out with the activation block's sum, and
+// one FMA with the 16 rows' scales times the activation's. Per activation row the operations are
+// the same for any NA.
+template <bool kQ4, int NA>
+void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
+  constexpr int kChunks = kQ4 ? 4 : 8;
+  constexpr int kBlockBytes = kQ4 ? 288 : 544;
+  constexpr int32_t kBias = kQ4 ? 8 : 128;
+  const int64_t nb = n / quant::kQK;
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  __m512 acc[NA];
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = wb + b * kBlockBytes;
+    PrefetchAhead<1, kBlockBytes>(blk);
+    __m512i u[8];
+    if constexpr (kQ4) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i p = _mm512_loadu_si512(blk + 64 * c);
+        u[c] = _mm512_and_si512(p, low4);                             // elements 4c..4c+3
+        u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(p, 4), low4);  // elements 16+4c..
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) u[c] = _mm512_loadu_si512(blk + 64 * c);  // elements 4c..4c+3
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * kChunks)));
+#pragma GCC unroll 8
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8S& y = Row<BlockQ8S>(a, a_stride, r)[b];
+      int32_t q[8];
+      std::memcpy(q, y.qs, 32);  // the block's activations, 4 bytes per element group
+      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        // Chunk c of the unpacked weights holds elements 4c'..: for Q4_0, u[c] (c < 4) pairs with
+        // activation group c and u[4 + c] with group 4 + c, as for Q8_0.
+        __m512i& s = (c & 1) ? s1 : s0;
+        s = _mm512_dpbusd_epi32(s, u[c], _mm512_set1_epi32(q[c]));
+      }
+      const __m512i t = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(kBias * y.sum));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(y.d)), acc[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
+}
+#pragma GCC diagnostic pop
+
+template <bool kQ4>
+void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
+  switch (na) {
+    case 1: return GemmInterleaved<kQ4, 1>(n, w, a, a_stride, out, ldo);
+    case 2: return GemmInterleaved<kQ4, 2>(n, w, a, a_stride, out, ldo);
+    case 3: return GemmInterleaved<kQ4, 3>(n, w, a, a_stride, out, ldo);
+    case 4: return GemmInterleaved<kQ4, 4>(n, w, a, a_stride, out, ldo);
+    case 5: return GemmInterleaved<kQ4, 5>(n, w, a, a_stride, out, ldo);
+    case 6: return GemmInterleaved<kQ4, 6>(n, w, a, a_stride, out, ldo);
+    case 7: return GemmInterleaved<kQ4, 7>(n, w, a, a_stride, out, ldo);
+    default: return GemmInterleaved<kQ4, 8>(n, w, a, a_stride, out, ldo);
+  }
+}
+
+void QuantizeQ8S(const float* src, void* dst, int64_t n) {
+  BlockQ8S* b = static_cast<BlockQ8S*>(dst);
+  for (int64_t i = 0; i < n / quant::kQK; ++i) {
+    uint16_t d16;
+    b[i].sum = QuantQ8Block(src + i * quant::kQK, &d16, b[i].qs);
+    b[i].d = H2F(d16);
+  }
+}
+#endif  // TANDEM_X86_VNNI
+
 // Fills every entry this header implements (the caller sets t->isa).
 inline void FillCommon(KernelTable* t) {
   auto set = [t](TensorType type, quant::VecDotFn dot, VecDotMultiFn multi) {
@@ -1178,6 +1264,11 @@ inline void FillCommon(KernelTable* t) {
   t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_1)] = QuantizeQ8_1;
   t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)] = QuantizeQ8_K;
   t->f = FloatOps{RmsNorm, Softmax, SiluMul, Add, Scale, Dot, Axpy, Rope};
+#ifdef TANDEM_X86_VNNI
+  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmInterleavedAny<true>;
+  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmInterleavedAny<false>;
+  t->quantize_q8s = QuantizeQ8S;
+#endif
 }
 
 }  // namespace

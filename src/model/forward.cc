@@ -166,13 +166,21 @@ Status Context::Forward(const Batch& b, const float* hidden_in) {
   return Status::Ok();
 }
 
+void Context::Mul(const Matrix& m, const float* in, int64_t nt, float* out, int64_t stride) {
+  if (m.interleaved) {
+    kernels::MatMulInterleaved(k_, pool_, m.type, m.data, m.rows, m.cols, in, nt, out, stride, scratch_);
+  } else {
+    MatMul(k_, pool_, m.type, m.data, m.rows, m.cols, in, nt, out, stride, scratch_);
+  }
+}
+
 void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   const LayerWeights& w = model_.layers[il];
   const int64_t n = b.size(), E = p_.n_embd, D = p_.head_dim;
   const int64_t qd = p_.q_dim(), kvd = p_.kv_dim();
   const kernels::FloatOps& f = k_.f;
   auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* out) {
-    MatMul(k_, pool_, m.type, m.data, m.rows, m.cols, in, nt, out, m.rows, scratch_);
+    Mul(m, in, nt, out, m.rows);
   };
 
   // Attention block: norm, projections.
@@ -252,7 +260,7 @@ void Context::GeluMul(float* gate, const float* up, int64_t n) {
 void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
   if (p_.is_moe()) return MixtureOfExperts(w, n, out);
   auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* o) {
-    MatMul(k_, pool_, m.type, m.data, m.rows, m.cols, in, nt, o, m.rows, scratch_);
+    Mul(m, in, nt, o, m.rows);
   };
   mm(w.gate, xn_.data(), n, gate_.data());
   mm(w.up, xn_.data(), n, up_.data());
@@ -269,7 +277,7 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
 void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
   const int64_t E = p_.n_embd, F = p_.n_ff_exp, ne = p_.n_expert, k = p_.n_expert_used;
   auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* o) {
-    MatMul(k_, pool_, m.type, m.data, m.rows, m.cols, in, nt, o, m.rows, scratch_);
+    Mul(m, in, nt, o, m.rows);
   };
   mm(w.router, xn_.data(), n, router_.data());
   std::fill(expert_begin_.begin(), expert_begin_.end(), 0);
@@ -532,8 +540,7 @@ void Context::Head(const Batch& b) {
     logits_.resize(n_logits_ * p_.n_vocab);
   }
   const Matrix& o = model_.output;
-  MatMul(k_, pool_, o.type, o.data, o.rows, o.cols, xn_.data(), n_logits_, logits_.data(),
-         p_.n_vocab, scratch_);
+  Mul(o, xn_.data(), n_logits_, logits_.data(), p_.n_vocab);
   if (p_.logit_softcap > 0) {
     const float c = p_.logit_softcap;
     for (int64_t i = 0; i < n_logits_ * p_.n_vocab; ++i) logits_[i] = c * std::tanh(logits_[i] / c);

@@ -118,6 +118,8 @@ class Context {
   Status Embed(const Batch& batch);
   void Layer(int64_t il, const Batch& batch, const int64_t* cells);
   // The feed-forward block of layer `w` on xn_ (n normalised rows) into out (n rows).
+  // out (nt rows, `stride` apart) = in (nt rows) times m's rows, in m's layout.
+  void Mul(const Matrix& m, const float* in, int64_t nt, float* out, int64_t stride);
   void FeedForward(const LayerWeights& w, int64_t n, float* out);
   void MixtureOfExperts(const LayerWeights& w, int64_t n, float* out);
   void GeluMul(float* gate, const float* up, int64_t n);

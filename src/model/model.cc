@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "base/mapped_file.h"
+#include "kernels/interleave.h"
+#include "kernels/kernels.h"
 
 namespace tandem::model {
 namespace {
@@ -176,15 +178,24 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
     }
     return false;
   };
+  // Q4_0 / Q8_0 matrices whose rows come in whole groups of 16 go into the interleaved layout
+  // when the kernels have it; experts stay row-major (a decode step reads single experts' rows).
+  const kernels::KernelTable& k = kernels::Best();
   std::vector<Matrix*> todo;
+  std::vector<bool> interleaved;
+  auto add = [&](Matrix* m, bool expert) {
+    if (m->data == nullptr || resident(m->data)) return;
+    todo.push_back(m);
+    interleaved.push_back(!expert && kernels::HasInterleavedLayout(m->type) &&
+                          k.gemm_interleaved[static_cast<uint32_t>(m->type)] != nullptr &&
+                          m->rows % kernels::kInterleaveRows == 0);
+  };
   for (int64_t l = layer_begin; l < layer_end; ++l) {
     LayerWeights& w = layers[l];
-    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down, &w.router, &w.gate_exps.all,
-                      &w.up_exps.all, &w.down_exps.all}) {
-      if (m->data != nullptr && !resident(m->data)) todo.push_back(m);
-    }
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down, &w.router}) add(m, false);
+    for (Matrix* m : {&w.gate_exps.all, &w.up_exps.all, &w.down_exps.all}) add(m, true);
   }
-  if (head && !resident(output.data)) todo.push_back(&output);
+  if (head) add(&output, false);
   if (todo.empty()) return Status::Ok();
   constexpr size_t kAlign = 64;
   auto bytes_of = [](const Matrix& m) { return quant::RowBytes(m.type, m.cols) * static_cast<size_t>(m.rows); };
@@ -196,9 +207,14 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
   std::vector<size_t> offsets;
   offsets.reserve(todo.size());
   size_t off = 0, reported = 0;
-  for (Matrix* m : todo) {
+  for (size_t i = 0; i < todo.size(); ++i) {
+    Matrix* m = todo[i];
     const size_t n = bytes_of(*m);
-    std::memcpy(buf.data() + off, m->data, n);
+    if (interleaved[i]) {
+      kernels::Interleave(m->type, m->data, buf.data() + off, m->rows, m->cols);
+    } else {
+      std::memcpy(buf.data() + off, m->data, n);
+    }
     // The copy is what is read from now on: the file pages leave this process's resident set at
     // once, so that it never holds both (a cancelled copy faults them back in when read). A tied
     // head is still read as the embedding, so those pages stay.
@@ -212,7 +228,10 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
       }
     }
   }
-  for (size_t i = 0; i < todo.size(); ++i) todo[i]->data = buf.data() + offsets[i];
+  for (size_t i = 0; i < todo.size(); ++i) {
+    todo[i]->data = buf.data() + offsets[i];
+    todo[i]->interleaved = interleaved[i];
+  }
   resident_.push_back(std::move(buf));
   copied_bytes_ += off;
   return Status::Ok();

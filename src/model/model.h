@@ -25,6 +25,9 @@ struct Matrix {
   quant::TensorType type = quant::TensorType::kF32;
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
+  // The rows are in the interleaved layout of kernels/interleave.h (set by CopyIntoMemory when
+  // the CPU's kernels have it), not the file's.
+  bool interleaved = false;
 };
 
 // The experts of one mixture-of-experts matrix, stored as one 3-D tensor [cols, rows, n_expert]:
@@ -86,6 +89,8 @@ class Model {
   // earlier call stay where they are, so calls for several ranges add up. Must not run while
   // anything reads the weights. `progress(done, total)` is called every few hundred MiB and at
   // the end; returning false cancels (Status kCancelled) and leaves the weights as they were.
+  // Q4_0 and Q8_0 matrices (not experts) are copied into the interleaved layout of
+  // kernels/interleave.h when this CPU's kernels have it (same bytes, faster products).
   Status CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
                         const std::function<bool(uint64_t done, uint64_t total)>& progress = {});
   // Bytes CopyIntoMemory copied (0 when the weights are used from the map).

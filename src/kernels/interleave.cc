@@ -1,0 +1,107 @@
+#include "kernels/interleave.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tandem::kernels {
+
+using quant::BlockQ4_0;
+using quant::BlockQ8_0;
+using quant::TensorType;
+
+bool HasInterleavedLayout(TensorType t) { return t == TensorType::kQ4_0 || t == TensorType::kQ8_0; }
+
+size_t InterleavedBlockBytes(TensorType t) {
+  return t == TensorType::kQ4_0 ? kInterleaveRows * sizeof(BlockQ4_0) : kInterleaveRows * sizeof(BlockQ8_0);
+}
+
+void Interleave(TensorType t, const void* src, void* dst, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / quant::kQK;
+  const size_t row_bytes = quant::RowBytes(t, cols), block_bytes = InterleavedBlockBytes(t);
+  const bool q4 = t == TensorType::kQ4_0;
+  const int chunks = q4 ? 4 : 8;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
+    uint8_t* group = d + static_cast<size_t>(g) * kInterleaveRows * row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = group + static_cast<size_t>(b) * block_bytes;
+      auto* scales = reinterpret_cast<uint16_t*>(out + chunks * 64);
+      for (int r = 0; r < kInterleaveRows; ++r) {
+        const uint8_t* row = s + static_cast<size_t>(g * kInterleaveRows + r) * row_bytes;
+        uint16_t scale;
+        const uint8_t* qs;
+        if (q4) {
+          const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+          scale = blk.d;
+          qs = blk.qs;
+        } else {
+          const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+          scale = blk.d;
+          qs = reinterpret_cast<const uint8_t*>(blk.qs);
+        }
+        std::memcpy(&scales[r], &scale, 2);
+        for (int c = 0; c < chunks; ++c) {
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t v = qs[4 * c + j];
+            out[64 * c + 4 * r + j] = q4 ? v : static_cast<uint8_t>(v ^ 0x80);  // q + 128
+          }
+        }
+      }
+    }
+  }
+}
+
+void QuantizeQ8SReference(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ8S*>(dst);
+  for (int64_t i = 0; i < n / quant::kQK; ++i) {
+    const float* x = src + i * quant::kQK;
+    float amax = 0;
+    for (int j = 0; j < quant::kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = quant::Fp16ToFp32(quant::Fp32ToFp16(amax / 127));
+    const float id = d != 0 ? 1 / d : 0;
+    int32_t sum = 0;
+    for (int j = 0; j < quant::kQK; ++j) {
+      const long v = std::lrint(x[j] * id);
+      b[i].qs[j] = static_cast<int8_t>(std::clamp<long>(v, -127, 127));
+      sum += b[i].qs[j];
+    }
+    b[i].d = d;
+    b[i].sum = sum;
+  }
+}
+
+void GemmInterleavedReference(TensorType t, int64_t n, const void* w, const void* a, size_t a_stride, int na,
+                              float* out, int64_t ldo) {
+  const bool q4 = t == TensorType::kQ4_0;
+  const int chunks = q4 ? 4 : 8;
+  const int32_t bias = q4 ? 8 : 128;
+  const size_t block_bytes = InterleavedBlockBytes(t);
+  for (int r = 0; r < na; ++r) {
+    const auto* y = reinterpret_cast<const BlockQ8S*>(static_cast<const uint8_t*>(a) + r * a_stride);
+    for (int row = 0; row < kInterleaveRows; ++row) {
+      float acc = 0;
+      for (int64_t b = 0; b < n / quant::kQK; ++b) {
+        const uint8_t* blk = static_cast<const uint8_t*>(w) + static_cast<size_t>(b) * block_bytes;
+        int32_t s = 0;
+        for (int c = 0; c < chunks; ++c) {
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t v = blk[64 * c + 4 * row + j];
+            if (q4) {
+              s += (v & 0x0F) * y[b].qs[4 * c + j] + (v >> 4) * y[b].qs[16 + 4 * c + j];
+            } else {
+              s += v * y[b].qs[4 * c + j];
+            }
+          }
+        }
+        uint16_t h;
+        std::memcpy(&h, blk + 64 * chunks + 2 * row, 2);
+        acc += static_cast<float>(s - bias * y[b].sum) * (quant::Fp16ToFp32(h) * y[b].d);
+      }
+      out[r * ldo + row] = acc;
+    }
+  }
+}
+
+}  // namespace tandem::kernels
