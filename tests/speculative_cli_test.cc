@@ -16,14 +16,6 @@ std::string ModelPath(const char* name) { return (SharedDir() / "reference/model
 TEST(SpeculativeCliTest, RunWithEachDrafterWritesThePlainGreedyTextOnOneNodeAndOverTwoWorkers) {
   const std::string model = ModelPath("tiny-q4_k_m.gguf");
   TANDEM_REQUIRE_SHARED(model);
-  std::vector<std::unique_ptr<Process>> workers;
-  std::vector<std::string> over = {"--plan", "memory"};
-  for (int i = 0; i < 2; ++i) {
-    int port = 0;
-    workers.push_back(StartWorker({}, &port));
-    ASSERT_NE(port, 0) << workers.back()->err();
-    over.insert(over.end(), {"--worker", "127.0.0.1:" + std::to_string(port)});
-  }
   const std::vector<std::string> base = {"run", "-m", model, "-p", "one two three, one two three", "-n", "64",
                                          "--temp", "0", "--ignore-eos", "-t", "1"};
   RunResult plain = RunTandem(base);
@@ -34,7 +26,17 @@ TEST(SpeculativeCliTest, RunWithEachDrafterWritesThePlainGreedyTextOnOneNodeAndO
       SCOPED_TRACE(spec[0] + (split ? " over 2 workers" : " on one node"));
       std::vector<std::string> args = base;
       args.insert(args.end(), spec.begin(), spec.end());
-      if (split) args.insert(args.end(), over.begin(), over.end());
+      // Fresh workers for each run: one that served the last run may still be freeing its session.
+      std::vector<std::unique_ptr<Process>> workers;
+      if (split) {
+        args.insert(args.end(), {"--plan", "memory"});
+        for (int i = 0; i < 2; ++i) {
+          int port = 0;
+          workers.push_back(StartWorker({}, &port));
+          ASSERT_NE(port, 0) << workers.back()->err();
+          args.insert(args.end(), {"--worker", "127.0.0.1:" + std::to_string(port)});
+        }
+      }
       RunResult r = RunTandem(args);
       ASSERT_EQ(r.code, 0) << r.err;
       EXPECT_EQ(r.out, plain.out);

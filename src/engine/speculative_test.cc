@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "engine/engine.h"
 #include "pipeline/executor_factory.h"
@@ -105,7 +107,13 @@ Run Generate(const std::string& model, const std::vector<std::string>& workers, 
   o.exec.log = [](const std::string&) {};
   o.speculation = spec;
   Run r;
+  // A worker frees the previous engine's session once it sees that connection close: until then
+  // it answers "busy".
   Result<std::unique_ptr<Engine>> e = Engine::Open(o);
+  for (int i = 0; i < 250 && !e.ok() && e.status().message().find("busy") != std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    e = Engine::Open(o);
+  }
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   if (!e.ok()) return r;
   GenerateOptions g;
