@@ -27,6 +27,7 @@
 
 #include "base/large_buffer.h"
 #include "base/thread_pool.h"
+#include "kernels/interleave.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 
@@ -131,10 +132,18 @@ std::vector<uint8_t> MakeMatrix(TensorType type, int64_t rows, int64_t cols) {
   return w;
 }
 
-void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+// The matrix in the interleaved layout of kernels/interleave.h.
+std::vector<uint8_t> Interleaved(TensorType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> out(w.size());  // the same bytes
+  kernels::Interleave(type, w.data(), out.data(), rows, cols);
+  return out;
+}
+
+void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, bool interleaved) {
   const int threads = static_cast<int>(state.range(0));
   const KernelTable& k = kernels::Best();
-  const std::vector<uint8_t> one = MakeMatrix(type, rows, cols);
+  std::vector<uint8_t> one = MakeMatrix(type, rows, cols);
+  if (interleaved) one = Interleaved(type, one, rows, cols);
   const size_t copies = std::max<size_t>(2, kWorkingSetBytes / one.size());
   LargeBuffer all = AllocLarge(one.size() * copies);
   for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * one.size(), one.data(), one.size());
@@ -145,8 +154,12 @@ void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   const double bw_before = BestOf(pool, 3);
   size_t c = 0;
   for (auto _ : state) {
-    kernels::MatVec(k, pool, type, all.data() + c * one.size(), rows, cols, x.data(), y.data(),
-                    scratch);
+    if (interleaved) {
+      kernels::MatMulInterleaved(k, pool, type, all.data() + c * one.size(), rows, cols, x.data(), 1, y.data(), rows,
+                                 scratch);
+    } else {
+      kernels::MatVec(k, pool, type, all.data() + c * one.size(), rows, cols, x.data(), y.data(), scratch);
+    }
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
@@ -159,16 +172,21 @@ void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   state.SetLabel(kernels::IsaName(k.isa));
 }
 
-void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, bool interleaved) {
   const int64_t tokens = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   const KernelTable& k = kernels::Best();
-  const std::vector<uint8_t> w = MakeMatrix(type, rows, cols);
+  std::vector<uint8_t> w = MakeMatrix(type, rows, cols);
+  if (interleaved) w = Interleaved(type, w, rows, cols);
   std::vector<float> x(tokens * cols, 0.25f), y(tokens * rows);
   ThreadPool pool(threads);
   kernels::Scratch scratch;
   for (auto _ : state) {
-    kernels::MatMul(k, pool, type, w.data(), rows, cols, x.data(), tokens, y.data(), rows, scratch);
+    if (interleaved) {
+      kernels::MatMulInterleaved(k, pool, type, w.data(), rows, cols, x.data(), tokens, y.data(), rows, scratch);
+    } else {
+      kernels::MatMul(k, pool, type, w.data(), rows, cols, x.data(), tokens, y.data(), rows, scratch);
+    }
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * tokens * 1e-9,
@@ -217,12 +235,23 @@ const bool kRegistered = [] {
     for (const Shape& s : kShapes) {
       const std::string name = "MatVec/" + tn + "/" + std::to_string(s.rows) + "x" +
                                std::to_string(s.cols);
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatVec, t, s.rows, s.cols)
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatVec, t, s.rows, s.cols, false)
           ->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(0.3);
     }
     const std::string mm = "MatMul/" + tn + "/5632x2048";
-    benchmark::RegisterBenchmark(mm.c_str(), BM_MatMul, t, 5632, 2048)
-        ->ArgsProduct({{128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
+    benchmark::RegisterBenchmark(mm.c_str(), BM_MatMul, t, 5632, 2048, false)
+        ->ArgsProduct({{8, 128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    // The interleaved layout (kernels/interleave.h), where this CPU's kernels have it.
+    if (!kernels::HasInterleavedLayout(t) || kernels::Best().gemm_interleaved[static_cast<uint32_t>(t)] == nullptr) continue;
+    for (const Shape& s : kShapes) {
+      const std::string name = "MatVecInterleaved/" + tn + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatVec, t, s.rows, s.cols, true)
+          ->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(0.3);
+    }
+    const std::string mmi = "MatMulInterleaved/" + tn + "/5632x2048";
+    benchmark::RegisterBenchmark(mmi.c_str(), BM_MatMul, t, 5632, 2048, true)
+        ->ArgsProduct({{8, 128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
   return true;

@@ -244,7 +244,9 @@ TEST(SchedulerTest, SpeculativeRequestsEqualEachAlone) {
     EXPECT_EQ(RunTogether({}, 8, 0, 1.0f, &m, 0, spec), want);
     EXPECT_GT(m.speculation.rounds, 0);
     EXPECT_GT(m.speculation.accepted, 0);
-    if (!spec.lookup) EXPECT_EQ(m.speculation.accepted, m.speculation.guesses);
+    if (!spec.lookup) {
+      EXPECT_EQ(m.speculation.accepted, m.speculation.guesses);
+    }
     EXPECT_EQ(RunTogether({}, 3, 0, 1.0f, &m, 0, spec), want);
   }
   pipeline::TestWorker w1, w2;

@@ -475,12 +475,16 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
             ASSERT_NEAR(got[j * rows + r], want[j * rows + r], 1e-5 * (std::fabs(want[j * rows + r]) + 1))
                 << "row " << r << " activation " << j << " na " << na;
             if (na == 1) alone[r] = got[r];
-            if (j == 0) ASSERT_EQ(got[r], alone[r]) << "row " << r << " alone and with " << na << " activation rows";
+            if (j == 0) {
+              ASSERT_EQ(got[r], alone[r]) << "row " << r << " alone and with " << na << " activation rows";
+            }
           }
         }
       }
     }
-    if (Cpu().avx512vnni) EXPECT_GE(tables, 1) << "no interleaved kernel on a CPU with AVX-512 VNNI";
+    if (Cpu().avx512vnni) {
+      EXPECT_GE(tables, 1) << "no interleaved kernel on a CPU with AVX-512 VNNI";
+    }
   }
 }
 
@@ -491,8 +495,9 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   if (k.gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] == nullptr) GTEST_SKIP() << "no interleaved kernels here";
   ThreadPool pool(2);
   Scratch scratch;
-  const int64_t rows = 96, n = 256, tokens = 11;
+  const int64_t rows = 96, n = 512, tokens = 11;
   for (TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+    SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
     const size_t row_bytes = quant::RowBytes(type, n);
     std::vector<uint8_t> w(row_bytes * rows), wi(w.size());
     for (int64_t r = 0; r < rows; ++r) {

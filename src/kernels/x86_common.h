@@ -1221,7 +1221,6 @@ void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, f
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
-#pragma GCC diagnostic pop
 
 template <bool kQ4>
 void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
@@ -1236,6 +1235,8 @@ void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride
     default: return GemmInterleaved<kQ4, 8>(n, w, a, a_stride, out, ldo);
   }
 }
+
+#pragma GCC diagnostic pop
 
 void QuantizeQ8S(const float* src, void* dst, int64_t n) {
   BlockQ8S* b = static_cast<BlockQ8S*>(dst);

@@ -584,8 +584,8 @@ Status Coordinator::Collect(uint64_t ticket, exec::RunOutput* out) {
   TANDEM_RETURN_IF_ERROR(first_error);
   out->n_rows = static_cast<int64_t>(m.logits.size() / p.n_vocab);
   out->logits = m.logits.data();
-  for (int32_t t : out->tokens) {
-    if (t >= 0) out->token = t;
+  for (int32_t tok : out->tokens) {
+    if (tok >= 0) out->token = tok;
   }
   return Status::Ok();
 }
