@@ -169,9 +169,8 @@ TEST(SpeculativeEngineTest, GreedyTextIsUnchangedByEachDrafterOverTwoWorkers) {
 
 // ---- the cache after a partly accepted round ----
 
-// Greedy tokens t[0..n) after `prompt` computed one at a time; logits of the step that feeds t[n-1].
-void PlainRun(exec::Executor& ex, const std::vector<int32_t>& prompt, int n, std::vector<int32_t>* t,
-              std::vector<float>* last_logits) {
+// A fresh cache, then `prompt` in one batch with a greedy sampler: the first token in out->token.
+void RunPrompt(exec::Executor& ex, const std::vector<int32_t>& prompt, exec::RunOutput* out) {
   ASSERT_TRUE(ex.Clear().ok());
   model::Batch b;
   for (size_t i = 0; i < prompt.size(); ++i) b.Add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
@@ -180,8 +179,15 @@ void PlainRun(exec::Executor& ex, const std::vector<int32_t>& prompt, int n, std
   sampling::SamplerParams greedy;
   greedy.temperature = 0;
   first.samplers.push_back({0, greedy, prompt});
+  ASSERT_TRUE(ex.Run(b, first, out).ok());
+}
+
+// Greedy tokens t[0..n) after `prompt` computed one at a time; logits of the step that feeds t[n-1].
+void PlainRun(exec::Executor& ex, const std::vector<int32_t>& prompt, int n, std::vector<int32_t>* t,
+              std::vector<float>* last_logits) {
   exec::RunOutput out;
-  ASSERT_TRUE(ex.Run(b, first, &out).ok());
+  RunPrompt(ex, prompt, &out);
+  model::Batch b;
   t->assign(1, out.token);
   exec::RunOptions step;
   step.sample = true;
@@ -202,17 +208,10 @@ void CheckCacheAfterPartialAcceptance(exec::Executor& ex) {
   PlainRun(ex, prompt, 6, &t, &want);  // t[0..6]
   const auto P = static_cast<int32_t>(prompt.size());
   // The same, speculating: the prompt, then t0 with guesses t1 (right) and two wrong ones.
-  ASSERT_TRUE(ex.Clear().ok());
-  model::Batch b;
-  for (int32_t i = 0; i < P; ++i) b.Add(prompt[i], i, 0, i + 1 == P);
-  exec::RunOptions first;
-  first.sample = true;
-  sampling::SamplerParams greedy;
-  greedy.temperature = 0;
-  first.samplers.push_back({0, greedy, prompt});
   exec::RunOutput out;
-  ASSERT_TRUE(ex.Run(b, first, &out).ok());
+  RunPrompt(ex, prompt, &out);
   ASSERT_EQ(out.token, t[0]);
+  model::Batch b;
   const int32_t wrong = (t[2] + 1) % static_cast<int32_t>(ex.params().n_vocab);
   b.Clear();
   b.Add(t[0], P, 0, true);
