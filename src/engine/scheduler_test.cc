@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/stop_strings.h"
+#include "exec/forwarding_executor.h"
 #include "pipeline/test_worker.h"
 
 namespace tandem::engine {
@@ -39,9 +40,9 @@ std::unique_ptr<Engine> OpenEngine(const std::vector<std::string>& workers = {},
 
 // An executor whose first Submit waits until Open(): requests submitted meanwhile are all
 // queued when the scheduler takes its second step, however the threads are scheduled.
-class GatedExecutor : public exec::Executor {
+class GatedExecutor : public exec::ForwardingExecutor {
  public:
-  explicit GatedExecutor(std::unique_ptr<exec::Executor> inner) : inner_(std::move(inner)) {}
+  using ForwardingExecutor::ForwardingExecutor;
   void Open() {
     std::lock_guard<std::mutex> lock(mu_);
     open_ = true;
@@ -51,18 +52,10 @@ class GatedExecutor : public exec::Executor {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return open_; });
     lock.unlock();
-    return inner_->Submit(b, o);
+    return inner().Submit(b, o);
   }
-  Status Collect(uint64_t t, exec::RunOutput* out) override { return inner_->Collect(t, out); }
-  Status Health() const override { return inner_->Health(); }
-  int pipeline_depth() const override { return inner_->pipeline_depth(); }
-  Status Clear() override { return inner_->Clear(); }
-  int64_t n_ctx() const override { return inner_->n_ctx(); }
-  const model::ModelParams& params() const override { return inner_->params(); }
-  std::vector<exec::StageInfo> stages() const override { return inner_->stages(); }
 
  private:
-  std::unique_ptr<exec::Executor> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;

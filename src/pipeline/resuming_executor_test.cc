@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "exec/forwarding_executor.h"
 #include "model/model.h"
 
 namespace tandem::pipeline {
@@ -294,27 +295,20 @@ TEST(ResumingExecutorTest, RejoinUsesALostWorkerAgainOnceItAnswers) {
 }
 
 // A real executor that can be made to fail, as a pipeline whose worker died.
-class Failable : public exec::Executor {
+class Failable : public exec::ForwardingExecutor {
  public:
-  explicit Failable(std::unique_ptr<exec::Executor> inner) : inner_(std::move(inner)) {}
+  using ForwardingExecutor::ForwardingExecutor;
   Status fail;
   Result<uint64_t> Submit(const model::Batch& b, const exec::RunOptions& o) override {
     if (!fail.ok()) return fail;
-    return inner_->Submit(b, o);
+    return inner().Submit(b, o);
   }
   Status Collect(uint64_t t, exec::RunOutput* out) override {
     if (!fail.ok()) return fail;
-    return inner_->Collect(t, out);
+    return inner().Collect(t, out);
   }
   Status Health() const override { return fail; }
   std::string failed_node() const override { return fail.ok() ? "" : "w1"; }
-  Status Clear() override { return inner_->Clear(); }
-  int64_t n_ctx() const override { return inner_->n_ctx(); }
-  const model::ModelParams& params() const override { return inner_->params(); }
-  std::vector<exec::StageInfo> stages() const override { return inner_->stages(); }
-
- private:
-  std::unique_ptr<exec::Executor> inner_;
 };
 
 // After a resumption the logits are those of a run without the failure, to the bit: the caches
