@@ -23,6 +23,13 @@ std::string ModelPath(const char* name) {
 
 std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
+// A link emulator on a free port in front of the worker at `port`, adding `delay_ms` each way.
+auto SlowLinkTo(int port, int delay_ms = 20) {
+  linkemu::LinkConfig c;
+  c.delay_ms = delay_ms;
+  return linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", port, c);
+}
+
 // Runs `args` with `n` fresh workers appended as --worker flags (every one used: --plan memory).
 RunResult RunOverWorkers(std::vector<std::string> args, int n) {
   std::vector<std::unique_ptr<Process>> workers;
@@ -99,10 +106,8 @@ TEST(DistCliTest, WithNoResumeAKilledWorkerGivesACleanErrorNamingItWithinThreeSe
   auto w2 = StartWorker({}, &p2);
   ASSERT_TRUE(p1 && p2);
   // Each hop 20 ms slower, so that generation lasts seconds and the kill lands mid-way.
-  linkemu::LinkConfig slow;
-  slow.delay_ms = 20;
-  auto e1 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p1, slow);
-  auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
+  auto e1 = SlowLinkTo(p1);
+  auto e2 = SlowLinkTo(p2);
   ASSERT_TRUE(e1.ok() && e2.ok());
   Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
                "--plan", "memory", "--worker", Addr((*e1)->port()), "--worker", Addr((*e2)->port()), "--no-resume"});
@@ -131,9 +136,7 @@ TEST(DistCliTest, WorkersSurviveTheMainNodeCrashing) {
   auto w1 = StartWorker({}, &p1);
   auto w2 = StartWorker({}, &p2);
   ASSERT_TRUE(p1 && p2);
-  linkemu::LinkConfig slow;
-  slow.delay_ms = 20;
-  auto e1 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p1, slow);
+  auto e1 = SlowLinkTo(p1);
   ASSERT_TRUE(e1.ok());
   {
     Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
@@ -159,9 +162,7 @@ TEST(DistCliTest, WithNoResumeAStalledLinkIsDetectedWithinThreeSeconds) {
   auto w1 = StartWorker({}, &p1);
   auto w2 = StartWorker({}, &p2);
   ASSERT_TRUE(p1 && p2);
-  linkemu::LinkConfig slow;
-  slow.delay_ms = 20;
-  auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
+  auto e2 = SlowLinkTo(p2);
   ASSERT_TRUE(e2.ok());
   Process run({"run", "-m", model, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t", "1",
                "--plan", "memory", "--worker", Addr(p1), "--worker", Addr((*e2)->port()), "--no-resume"});
@@ -285,9 +286,7 @@ TEST(DistCliTest, AutoPlanLeavesOutAWorkerBehindASlowLink) {
   auto w1 = StartWorker({}, &p1);
   auto w2 = StartWorker({}, &p2);
   ASSERT_TRUE(p1 && p2);
-  linkemu::LinkConfig slow;
-  slow.delay_ms = 20;
-  auto e2 = linkemu::LinkEmulator::Start("127.0.0.1", 0, "127.0.0.1", p2, slow);
+  auto e2 = SlowLinkTo(p2);
   ASSERT_TRUE(e2.ok());
   const std::string far = Addr((*e2)->port());
   const std::vector<std::string> workers = {"--worker", Addr(p1), "--worker", far};
