@@ -320,8 +320,8 @@ Status ResumingExecutor::Rebuild(const std::vector<std::string>& workers, bool q
     exec::RunOutput out;
     for (uint64_t ticket : tickets) TANDEM_RETURN_IF_ERROR(ex.Collect(ticket, &out));
   } else {
-    // Too long a history to keep: each sequence's tokens in one batch (the cache may differ from
-    // the one built step by step in the last bits).
+    // Too long a history to keep: each sequence's tokens in one batch (the same cache as the one
+    // built step by step as long as the kernels are batch-invariant; no test covers this case).
     model::Batch b;
     for (const auto& [seq, tokens] : cache_) {
       for (size_t p = 0; p < tokens.size(); ++p) {

@@ -14,10 +14,9 @@
 //      them; each loads its layers from its copy, cache or stream, as at start; with no worker
 //      left, the whole model on this machine);
 //   3. re-computes every sequence's cache by submitting again, pipelined and without results,
-//      the batches that built it, in the shapes they had (a row computed alone and the same row in
-//      a batch of several take different kernels, whose results differ in the last bits; the
-//      same shapes give the same cache to the bit), then re-configures each sampler where it
-//      stood, its random sequence included;
+//      the batches that built it, in the shapes they had (the same shapes give the same cache to
+//      the bit whatever the kernels; since they became batch-invariant, other shapes would too),
+//      then re-configures each sampler where it stood, its random sequence included;
 //   4. submits again, in order, every batch that was in flight;
 // and writes a line with the new plan and the time each part took. The caller's Collect then
 // returns what the lost pipeline would have: greedy and seeded output are those of a run with no

@@ -313,9 +313,9 @@ class Failable : public exec::ForwardingExecutor {
 
 // After a resumption the logits are those of a run without the failure, to the bit: the caches
 // are rebuilt by batches of the shapes that built them (a prompt's rows in one batch, each
-// decode step alone). Re-computing every committed token in one batch instead gives logits that
-// differ in the last bits (a row alone and a row among others take different kernels), which
-// is enough to change a greedy choice between near-equal tokens.
+// decode step alone). (Before the kernels became batch-invariant, re-computing every committed
+// token in one batch gave logits that differed in the last bits, enough to change a greedy
+// choice between near-equal tokens.)
 TEST(ResumingExecutorTest, AfterAResumptionTheLogitsEqualAnUndisturbedRunToTheBit) {
   const std::string path =
       (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/tiny-q4_k_m.gguf").string();
