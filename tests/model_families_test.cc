@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "gguf/reader.h"
@@ -222,6 +224,48 @@ TEST(ModelFamiliesTest, AOneExpertLlamaMoeEqualsTheDenseModel) {
   for (bool flash : {false, true}) {
     EXPECT_EQ(Logits(path, tokens, flash), Logits(src, tokens, flash)) << (flash ? "flash" : "standard");
   }
+  std::remove(path.c_str());
+}
+
+// A mixture-of-experts decode step gives a token the bits the same token gets in a batch (what
+// greedy speculative verification and a server's batches need): with 8 experts per token the
+// order in which their outputs are summed matters, and the decode step sums them by expert id as
+// the batch path does. (The shared tiny qwen3moe uses 2 experts, whose sum is the same either way.)
+TEST(ModelFamiliesTest, MoEDecodeStepsEqualTheSameRowsInABatchToTheBit) {
+  std::optional<synth::ModelShape> shape = synth::FindShape("qwen3-30b-a3b");
+  ASSERT_TRUE(shape.has_value());
+  // Small, and F32: quantized activations would round the last bits away before the next matrix.
+  shape->n_layer = 2;
+  shape->n_vocab = 512;
+  shape->n_embd = 256;
+  shape->n_head = 4;
+  shape->n_head_kv = 2;
+  shape->head_dim = 64;
+  shape->n_expert = 16;
+  shape->n_ff_exp = 64;
+  ASSERT_GE(shape->n_expert_used, 3u);
+  const std::string path = ::testing::TempDir() + "tandem_moe_order_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::MakeModel({*shape, synth::FileType::kF32, 3}, path).ok());
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const int64_t V = m->params().n_vocab;
+  model::Context alone(*m, 64, 2), batched(*m, 64, 2);
+  model::Batch b;
+  for (int i = 0; i < 9; ++i) b.Add(i * 37 % 500 + 3, i, 0, i == 8);
+  ASSERT_TRUE(alone.Decode(b).ok());
+  ASSERT_TRUE(batched.Decode(b).ok());
+  std::vector<float> one_at_a_time;
+  for (int i = 9; i < 17; ++i) {
+    model::Batch step;
+    step.Add(i * 53 % 500 + 3, i, 0, true);
+    ASSERT_TRUE(alone.Decode(step).ok());
+    one_at_a_time.insert(one_at_a_time.end(), alone.logits(), alone.logits() + V);
+  }
+  model::Batch eight;
+  for (int i = 9; i < 17; ++i) eight.Add(i * 53 % 500 + 3, i, 0, true);
+  ASSERT_TRUE(batched.Decode(eight).ok());
+  ASSERT_EQ(batched.n_logits(), 8);
+  EXPECT_EQ(std::memcmp(batched.logits(), one_at_a_time.data(), one_at_a_time.size() * sizeof(float)), 0);
   std::remove(path.c_str());
 }
 
