@@ -8,32 +8,8 @@
 # Prints the bench tables and the per-token breakdowns; the summary lines start with "==".
 set -euo pipefail
 bin=$1 model=$2 linkemu=$3
+source "$(dirname "$0")/lib.sh"
 tg=${TG:-64} reps=${REPS:-5}
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-start_worker() {  # NAME [taskset args...] -> sets port_NAME
-  local name=$1; shift
-  "$@" "$bin" worker --port 0 -t "${WT:-2}" -m "$model" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 200); do grep -q "listening on" "$tmp/$name.out" 2>/dev/null && break; sleep 0.05; done
-  local port
-  port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1)
-  eval "port_$name=$port"
-}
-start_proxy() {  # NAME TARGET_PORT DELAY_MS -> sets proxy_NAME
-  local name=$1 target=$2 delay=$3
-  mkfifo "$tmp/$name.ctl"
-  "$linkemu" --listen 127.0.0.1:0 --target "127.0.0.1:$target" --delay-ms "$delay" <"$tmp/$name.ctl" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  exec {fd}>"$tmp/$name.ctl"  # keep the control pipe open
-  for _ in $(seq 200); do grep -q "listening on" "$tmp/$name.out" 2>/dev/null && break; sleep 0.05; done
-  local port
-  port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1)
-  eval "proxy_$name=$port"
-}
 tg_rate() { python3 -c 'import json,sys; d=json.load(sys.stdin); print([r for r in d if r["test"].startswith(sys.argv[1])][0]["tokens_per_s"])' "$1"; }
 
 echo "== machine: $(nproc) cores; model $(basename "$model"); tg$tg; $reps alternating rounds, medians"
@@ -75,7 +51,7 @@ for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
 # Alternating rounds, as above, so that a slow spell of this shared machine hits both sides.
-WT=1 start_worker c taskset -c 1
+start_worker c 1 taskset -c 1
 pp1=() pp2=()
 for r in $(seq "$reps"); do
   taskset -c 0 "$bin" bench -m "$model" -p 512 -n 0 -r 1 -t 1 --json >"$tmp/pp1.json"
@@ -95,7 +71,7 @@ for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
 for run in first restarted; do
-  start_worker "cache_$run" env
+  start_worker "cache_$run"
   kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'
   "$bin" worker --port "$(eval echo \$port_cache_$run)" -t 2 --cache-dir "$tmp/cache" --no-main-path >"$tmp/cw.out" 2>"$tmp/cw.err" &
   pids+=($!)

@@ -8,13 +8,9 @@
 # The summary lines start with "==".
 set -euo pipefail
 bin=$1 model=$2 linkemu=$3
-tg=${TG:-32} reps=${REPS:-5}
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
 source "$(dirname "$0")/lib.sh"
+tg=${TG:-32} reps=${REPS:-5}
+
 tg_rate() { python3 -c 'import json,sys; d=json.load(sys.stdin); print([r for r in d if r["test"].startswith("tg")][0]["tokens_per_s"])'; }
 median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 

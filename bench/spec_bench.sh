@@ -13,14 +13,10 @@
 # Summary lines start with "==".
 set -euo pipefail
 bin=$1 model=$2 linkemu=$3 fail_draft=${4:-}
+source "$(dirname "$0")/lib.sh"
 n=${N:-128} reps=${REPS:-3}
 prompt=${PROMPT:-"Once upon a time"}
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
 
-source "$(dirname "$0")/lib.sh"
 rate() { sed -n 's/.*generation: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' "$1"; }
 median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
