@@ -119,6 +119,73 @@ TEST(ModelFamiliesTest, TheSlidingWindowAndItsLayerPatternShapeLateLogits) {
   std::remove(global.c_str());
 }
 
+// The window layers' cache keeps only the cells their window still reaches (model/kv_cache.h).
+// Decoding well past the window, one token at a time after a prompt, with speculative-style
+// rewinds (a batch of 5, then 3 of them truncated), must give the logits of a cache that keeps
+// every cell to the bit, in both attention algorithms and with F16 and Q8_0 caches, while the
+// window pool holds only the window, the rollback margin and the batch. Truncating further back
+// than that is refused with an error, and starting the sequence again works.
+TEST(ModelFamiliesTest, AWindowedCacheGivesTheLogitsOfAFullOneToTheBit) {
+  const std::string path = ModelFile("tiny-gemma3-q4_k_m.gguf");
+  TANDEM_REQUIRE_SHARED(path);
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const int64_t V = m->params().n_vocab, swa = m->params().n_swa;
+  ASSERT_EQ(swa, 16);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 200; ++i) tokens.push_back(static_cast<int32_t>((i * 7919 + 13) % V));
+  for (bool flash : {false, true}) {
+    for (quant::TensorType type : {quant::TensorType::kF16, quant::TensorType::kQ8_0}) {
+      SCOPED_TRACE(std::string(flash ? "flash" : "standard") + (type == quant::TensorType::kQ8_0 ? ", q8_0" : ", f16"));
+      model::ContextOptions o;
+      o.flash_attn = flash;
+      o.type_k = o.type_v = type;
+      model::ContextOptions full = o;
+      full.swa_full = true;
+      model::Context windowed(*m, 1024, 2, o), every(*m, 1024, 2, full);
+      ASSERT_TRUE(windowed.cache().has_window());
+      ASSERT_FALSE(every.cache().has_window());
+      // Runs tokens [from, to) as one batch on both and compares every row's logits.
+      auto step = [&](int64_t from, int64_t to) {
+        model::Batch b;
+        for (int64_t i = from; i < to; ++i) b.Add(tokens[i], static_cast<int32_t>(i), 0, true);
+        ASSERT_TRUE(windowed.Decode(b).ok());
+        ASSERT_TRUE(every.Decode(b).ok());
+        ASSERT_EQ(windowed.n_logits(), to - from);
+        ASSERT_EQ(0, std::memcmp(windowed.logits(), every.logits(), (to - from) * V * sizeof(float)))
+            << "positions " << from << ".." << to - 1;
+      };
+      step(0, 24);
+      int64_t pos = 24;
+      while (pos < 180) {
+        if (pos % 20 == 4) {  // a verification batch of 5, 3 of them rejected
+          step(pos, pos + 5);
+          windowed.cache().Truncate(0, static_cast<int32_t>(pos + 2));
+          every.cache().Truncate(0, static_cast<int32_t>(pos + 2));
+          pos += 2;
+        } else {
+          step(pos, pos + 1);
+          ++pos;
+        }
+        EXPECT_LE(windowed.cache().used(model::KvCache::kWindow), swa + model::kWindowRollback + 5);
+      }
+      EXPECT_EQ(windowed.cache().used(), pos);
+      EXPECT_LT(windowed.cache().bytes(), every.cache().bytes());
+      // Further back than the margin: refused, nothing claimed; from 0 it goes again.
+      windowed.cache().Truncate(0, 100);
+      model::Batch b;
+      b.Add(tokens[100], 100, 0, true);
+      const Status st = windowed.Decode(b);
+      EXPECT_FALSE(st.ok());
+      EXPECT_NE(st.message().find("sliding window"), std::string::npos) << st.ToString();
+      EXPECT_EQ(windowed.cache().used(), 100);
+      windowed.cache().Truncate(0, 0);
+      every.cache().Truncate(0, 0);
+      step(0, 40);
+    }
+  }
+}
+
 Status LoadStatus(const std::string& path) { return model::Model::Load(path).status(); }
 
 TEST(ModelFamiliesTest, BadExpertCountsAndTensorsAreRefusedByName) {

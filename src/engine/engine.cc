@@ -1,11 +1,13 @@
 #include "engine/engine.h"
 
+
 #include <cstdio>
 
 #include <algorithm>
 #include <chrono>
 #include <random>
 
+#include "engine/prefix.h"
 #include "engine/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -83,15 +85,13 @@ Result<GenerateStats> Engine::Generate(std::string_view prompt, const GenerateOp
 
   // Reuse the cached prefix the prompt shares; at least the last prompt token is computed (its
   // logits give the first new token). Everything from the first difference on is dropped.
-  size_t reuse = 0;
-  if (cache_valid_) {
-    while (reuse < cached_.size() && reuse < tokens.size() && cached_[reuse] == tokens[reuse]) ++reuse;
-    if (reuse == tokens.size()) --reuse;
-  } else {
+  if (!cache_valid_) {
     TANDEM_RETURN_IF_ERROR(ex.Clear());
     cached_.clear();
+    cache_seen_ = 0;
     cache_valid_ = true;
   }
+  const size_t reuse = ReusablePrefix(ex.params(), cached_, tokens, &cache_seen_);
   cached_.resize(reuse);
 
   // The rest of the prompt in one Run (the executor splits it into micro-batches); the first

@@ -88,6 +88,7 @@ class Engine {
   // The tokens of sequence 0 whose keys and values are in the cache, in position order; cleared
   // when a run fails (the cache is then in an unknown state and is dropped before the next).
   std::vector<int32_t> cached_;
+  size_t cache_seen_ = 0;  // the most tokens cached_ has held since the cache was emptied (engine/prefix.h)
   bool cache_valid_ = true;
   std::unique_ptr<Drafter> drafter_;     // none without --lookup / -md
   std::unique_ptr<Speculator> speculator_;

@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "engine/prefix.h"
 #include "engine/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -59,6 +60,7 @@ struct Scheduler::Slot {
   int32_t id = 0;
   int group = 0;
   std::vector<int32_t> cached;  // tokens whose cells this slot holds, by position
+  size_t seen = 0;              // the most it has held since it was emptied (engine/prefix.h)
   uint64_t last_used = 0;
 
   // The request being served (stream null: the slot is free).
@@ -101,6 +103,7 @@ Scheduler::Scheduler(std::unique_ptr<exec::Executor> executor, const tokenizer::
   o_.n_ctx = std::min(o_.n_ctx, ex_->n_ctx());
   slot_ctx_ = o_.n_ctx / o_.n_slots;
   n_vocab_ = ex_->params().n_vocab;
+  params_ = ex_->params();
   depth_ = std::max(1, std::min(o_.groups > 0 ? o_.groups : ex_->pipeline_depth(), o_.n_slots));
   for (int i = 0; i < o_.n_slots; ++i) {
     auto s = std::make_unique<Slot>();
@@ -189,8 +192,8 @@ bool Scheduler::AssignSlots() {
     for (auto& s : slots_) {
       if (s->stream || s->in_flight) continue;
       if (lru == nullptr || s->last_used < lru->last_used) lru = s.get();
-      size_t n = 0;
-      while (n < s->cached.size() && n < p.request.prompt.size() && s->cached[n] == p.request.prompt[n]) ++n;
+      size_t seen = s->seen;
+      const size_t n = ReusablePrefix(params_, s->cached, p.request.prompt, &seen);
       if (2 * n > p.request.prompt.size() && n > best_len) {
         best = s.get();
         best_len = n;
@@ -211,9 +214,8 @@ bool Scheduler::AssignSlots() {
 
 void Scheduler::StartRequest(Slot& s) {
   const std::vector<int32_t>& prompt = s.req.prompt;
-  size_t reuse = 0;
-  while (reuse < s.cached.size() && reuse < prompt.size() && s.cached[reuse] == prompt[reuse]) ++reuse;
-  if (reuse == prompt.size()) --reuse;  // the last prompt token is computed: its logits give the first token
+  // The last prompt token is computed: its logits give the first token.
+  const size_t reuse = ReusablePrefix(params_, s.cached, prompt, &s.seen);
   if (reuse < s.cached.size()) pending_truncate_.push_back({s.id, static_cast<int32_t>(reuse)});
   s.cached.resize(reuse);
   s.reused = static_cast<int64_t>(reuse);
@@ -242,6 +244,7 @@ void Scheduler::ResetSlot(Slot& s) {
   // The request is gone: its cells are freed with the next batch.
   if (!s.cached.empty()) pending_truncate_.push_back({s.id, 0});
   s.cached.clear();
+  s.seen = 0;
   if (s.stream) {
     std::lock_guard<std::mutex> lock(mu_);
     metrics_.slots_busy--;
@@ -507,6 +510,7 @@ void Scheduler::FailAll(const Status& st) {
     s->stream.reset();
     s->decoding = false;
     s->cached.clear();
+    s->seen = 0;
   }
   pending_truncate_.clear();
   (void)ex_->Clear();
@@ -552,7 +556,10 @@ void Scheduler::Loop() {
             std::lock_guard<std::mutex> lock(ex_mu_);
             ex_ = std::move(e).value();
           }
-          for (auto& s : slots_) s->cached.clear();
+          for (auto& s : slots_) {
+            s->cached.clear();
+            s->seen = 0;
+          }
           healthy_ = true;
           std::lock_guard<std::mutex> lock(mu_);
           down_reason_.clear();

@@ -171,6 +171,7 @@ class Scheduler {
   SchedulerOptions o_;
   int64_t slot_ctx_;
   int64_t n_vocab_;
+  model::ModelParams params_;  // the model's (a reopened executor runs the same model)
   int depth_;
 
   mutable std::mutex mu_;

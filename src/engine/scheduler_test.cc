@@ -25,10 +25,10 @@ std::string ModelPath() {
 
 std::unique_ptr<Engine> OpenEngine(const std::vector<std::string>& workers = {}, int64_t n_ctx = 512,
                                    std::function<void(const std::string&)> log = {},
-                                   const SpeculationOptions& spec = {}) {
+                                   const SpeculationOptions& spec = {}, const std::string& model = ModelPath()) {
   EngineOptions o;
   o.speculation = spec;
-  o.model_path = ModelPath();
+  o.model_path = model;
   o.exec.threads = 1;
   o.exec.n_ctx = n_ctx;
   o.exec.workers = workers;
@@ -342,6 +342,62 @@ TEST(SchedulerTest, ANextTurnReusesItsSlotsCache) {
   Outcome of = Drain(**f);
   EXPECT_EQ(of.done.cached_tokens, 0);
   EXPECT_EQ(of.text, o2.text);
+}
+
+// tiny-gemma3's window layers keep 16 + 32 positions behind a sequence's latest batch
+// (model/kv_cache.h). A request that shares only the beginning of a slot's tokens, further back
+// than that, computes its prompt from position 0 (reusing it would need dropped cells: the stage
+// refuses, and the request would fail); one within the margin reuses the slot. Each gives the
+// text of a fresh scheduler.
+TEST(SchedulerTest, ASlotIsReusedOnlyAsFarBackAsItsSlidingWindowReaches) {
+  const std::string gemma = (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/tiny-gemma3-q4_k_m.gguf").string();
+  if (!std::filesystem::exists(gemma)) GTEST_SKIP() << "no shared reference model";
+  std::unique_ptr<Engine> e = OpenEngine({}, 512, {}, {}, gemma);
+  ASSERT_NE(e, nullptr);
+  SchedulerOptions so;
+  so.n_slots = 1;
+  so.n_ctx = 512;
+  std::unique_ptr<Scheduler> sched = MakeScheduler(*e, so);
+  const int64_t V = e->model().params().n_vocab;
+  auto ids = [&](int n, int salt) {
+    std::vector<int32_t> v;
+    for (int i = 0; i < n; ++i) v.push_back(static_cast<int32_t>((i * 131 + salt * 977 + 5) % V));
+    return v;
+  };
+  auto request = [&](std::vector<int32_t> prompt) {
+    Request r;
+    r.prompt = std::move(prompt);
+    r.n_predict = 6;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    return r;
+  };
+  auto run = [&](Scheduler& s, const Request& r) {
+    Result<std::shared_ptr<Stream>> st = s.Submit(r);
+    EXPECT_TRUE(st.ok());
+    return st.ok() ? Drain(**st) : Outcome{};
+  };
+  const std::vector<int32_t> a = ids(100, 1);
+  std::vector<int32_t> b(a.begin(), a.begin() + 40);  // 40 shared: 66 behind the slot's 106
+  for (int32_t t : ids(20, 2)) b.push_back(t);
+  std::vector<int32_t> c(b.begin(), b.begin() + 55);  // 55 shared: 11 behind the slot's 66
+  for (int32_t t : ids(10, 3)) c.push_back(t);
+  ASSERT_FALSE(run(*sched, request(a)).failed);
+  const Outcome ob = run(*sched, request(b));
+  ASSERT_FALSE(ob.failed) << ob.error.ToString();
+  EXPECT_EQ(ob.done.cached_tokens, 0);
+  const Outcome oc = run(*sched, request(c));
+  ASSERT_FALSE(oc.failed) << oc.error.ToString();
+  EXPECT_EQ(oc.done.cached_tokens, 55);
+  std::unique_ptr<Engine> fresh_engine = OpenEngine({}, 512, {}, {}, gemma);
+  for (const auto& [prompt, got] : {std::pair{b, ob}, std::pair{c, oc}}) {
+    std::unique_ptr<Scheduler> fresh = MakeScheduler(*fresh_engine, so);
+    const Outcome want = run(*fresh, request(prompt));
+    ASSERT_FALSE(want.failed);
+    EXPECT_EQ(want.done.cached_tokens, 0);
+    EXPECT_EQ(got.text, want.text);
+    fresh_engine = OpenEngine({}, 512, {}, {}, gemma);  // TakeExecutor left it without one
+  }
 }
 
 TEST(SchedulerTest, ACancelledRequestLeavesTheOthersUnchanged) {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "engine/prefix.h"
+
 namespace tandem::engine {
 namespace {
 
@@ -104,9 +106,8 @@ Status ModelDrafter::Draft(int32_t seq, std::span<const int32_t> tokens, int n, 
   // Catch up: the draft's cache keeps the longest prefix it shares with `tokens`; the rest is
   // computed in one batch (at least the last token, whose logits give the first guess).
   std::vector<int32_t>& cached = cached_[seq];
-  size_t common = 0;
-  while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) ++common;
-  if (common == tokens.size()) --common;
+  const size_t common =
+      ReusablePrefix(model_->params(), cached, std::vector<int32_t>(tokens.begin(), tokens.end()), &seen_[seq]);
   model::Batch b;
   for (size_t j = common; j < tokens.size(); ++j) b.Add(tokens[j], static_cast<int32_t>(j), seq, j + 1 == tokens.size());
   exec::RunOptions o;

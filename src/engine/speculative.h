@@ -103,6 +103,7 @@ class ModelDrafter : public Drafter {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<exec::LocalExecutor> exec_;
   std::map<int32_t, std::vector<int32_t>> cached_;  // per sequence, the tokens in the draft's cache
+  std::map<int32_t, size_t> seen_;                  // and the most it has held (engine/prefix.h)
 };
 
 // Checks that a draft vocabulary equals the target's (size and every token's text): InvalidArgument

@@ -28,6 +28,13 @@ ContextOptions Checked(const ModelParams& p, const ContextOptions& o) {
   return f16;
 }
 
+// Which of layers [begin, end) keep only their window's cells.
+std::vector<bool> WindowLayers(const ModelParams& p, int64_t begin, int64_t end, const ContextOptions& o) {
+  std::vector<bool> w;
+  for (int64_t il = begin; il < end; ++il) w.push_back(!o.swa_full && p.IsLocalLayer(il));
+  return w;
+}
+
 }  // namespace
 
 Status CheckContextOptions(const ModelParams& params, const ContextOptions& options) {
@@ -43,8 +50,9 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
       layer_begin_(layer_begin),
       layer_end_(layer_end < 0 ? model.params().n_layer : layer_end),
       pool_(n_threads),
-      cache_(layer_end_ - layer_begin_, n_ctx, model.params().kv_dim(), options_.type_k,
-             options_.type_v) {
+      cache_(layer_end_ - layer_begin_, n_ctx, model.params().kv_dim(), options_.type_k, options_.type_v,
+             WindowLayers(model.params(), layer_begin_, layer_end_, options_), model.params().n_swa,
+             WindowCells(model.params(), n_ctx)) {
   const int64_t half = p_.head_dim / 2;
   rope_inv_freq_.resize(half);
   rope_inv_freq_local_.resize(half);
@@ -77,8 +85,10 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
   att_l_.resize(nt * tile_rows_);
   att_kp_.resize(nt * row_ptrs_);
   att_vp_.resize(nt * row_ptrs_);
-  seq_cells_.resize(n_ctx);
-  seq_pos_.resize(n_ctx);
+  for (KvCache::Pool pool : {KvCache::kFull, KvCache::kWindow}) {
+    cell_plans_[pool].seq_cells.resize(cache_.capacity(pool));
+    cell_plans_[pool].seq_pos.resize(cache_.capacity(pool));
+  }
 }
 
 void Context::Reserve(int64_t n) {
@@ -97,6 +107,7 @@ void Context::Reserve(int64_t n) {
   up_.resize(ff);
   if (p_.ffn_act == FfnActivation::kGelu) gelu_.resize(ff);
   cells_.resize(n);
+  window_cells_.resize(n);
   if (p_.is_moe()) {
     router_.resize(n * p_.n_expert);
     chosen_e_.resize(n * p_.n_expert_used);
@@ -110,10 +121,12 @@ void Context::Reserve(int64_t n) {
     expert_jobs_.resize(2 * p_.n_expert_used);
   }
   plan_seqs_.reserve(n);
-  seq_begin_.reserve(n + 1);
   tok_order_.resize(n);
-  tok_len_.resize(n);
-  tok_start_.resize(n);
+  for (CellPlan& c : cell_plans_) {
+    c.seq_begin.reserve(n + 1);
+    c.tok_len.resize(n);
+    c.tok_start.resize(n);
+  }
   tiles_.reserve(n);
 }
 
@@ -151,16 +164,11 @@ Status Context::Forward(const Batch& b, const float* hidden_in) {
   } else {
     std::copy(hidden_in, hidden_in + n * p_.n_embd, x_.begin());
   }
-  // Claim cache cells, one run per sequence so positions stay with their sequence.
-  for (int64_t t = 0; t < n; ++t) {
-    Status st = cache_.Allocate(b.seq[t], &b.pos[t], 1, &cells_[t]);
-    if (!st.ok()) {
-      for (int64_t u = 0; u < t; ++u) cache_.Truncate(b.seq[u], b.pos[u]);
-      return st;
-    }
-  }
+  TANDEM_RETURN_IF_ERROR(cache_.Allocate(b.seq.data(), b.pos.data(), n, cells_.data(), window_cells_.data()));
   PlanAttention(b);
-  for (int64_t il = layer_begin_; il < layer_end_; ++il) Layer(il, b, cells_.data());
+  for (int64_t il = layer_begin_; il < layer_end_; ++il) {
+    Layer(il, b, cache_.pool_of(il - layer_begin_) == KvCache::kWindow ? window_cells_.data() : cells_.data());
+  }
   n_logits_ = 0;
   if (is_last()) Head(b);
   return Status::Ok();
@@ -347,64 +355,78 @@ void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
   }
 }
 
-// Lists the cells of each sequence of the batch by position (a token attends to the prefix of
-// its sequence's list at positions <= its own) and cuts the batch's tokens into tiles.
+// Lists the cells of each sequence of the batch by position, in each pool of the cache its
+// layers use (a token attends to the prefix of its sequence's list at positions <= its own),
+// and cuts the batch's tokens into tiles.
 void Context::PlanAttention(const Batch& b) {
   const int64_t n = b.size();
   plan_seqs_.assign(b.seq.begin(), b.seq.end());
   std::sort(plan_seqs_.begin(), plan_seqs_.end());
   plan_seqs_.erase(std::unique(plan_seqs_.begin(), plan_seqs_.end()), plan_seqs_.end());
-  const int64_t ns = static_cast<int64_t>(plan_seqs_.size());
-  auto index_of = [&](int32_t seq) -> int64_t {
-    if (ns == 1) return plan_seqs_[0] == seq ? 0 : -1;
-    const auto it = std::lower_bound(plan_seqs_.begin(), plan_seqs_.end(), seq);
-    return it != plan_seqs_.end() && *it == seq ? it - plan_seqs_.begin() : -1;
-  };
-  // Counting sort of the cells by sequence, then each sequence's cells by position.
-  seq_begin_.assign(ns + 1, 0);
-  const int64_t high = cache_.high_water();
-  for (int64_t c = 0; c < high; ++c) {
-    if (cache_.seq_of(c) < 0) continue;
-    const int64_t k = index_of(cache_.seq_of(c));
-    if (k >= 0) ++seq_begin_[k + 1];
-  }
-  for (int64_t k = 0; k < ns; ++k) seq_begin_[k + 1] += seq_begin_[k];
-  for (int64_t c = 0, k = 0; c < high; ++c) {  // one cursor per sequence: seq_begin_ itself,
-    if (cache_.seq_of(c) < 0) continue;         // shifted down by one slot and restored below
-    if ((k = index_of(cache_.seq_of(c))) >= 0) seq_cells_[seq_begin_[k]++] = c;
-  }
-  for (int64_t k = ns; k > 0; --k) seq_begin_[k] = seq_begin_[k - 1];
-  seq_begin_[0] = 0;
-  for (int64_t k = 0; k < ns; ++k) {
-    int64_t* first = &seq_cells_[seq_begin_[k]];
-    int64_t* last = &seq_cells_[seq_begin_[k + 1]];
-    std::sort(first, last, [&](int64_t x, int64_t y) {
-      return cache_.pos_of(x) != cache_.pos_of(y) ? cache_.pos_of(x) < cache_.pos_of(y) : x < y;
-    });
-    for (int64_t* c = first; c != last; ++c) seq_pos_[c - seq_cells_.data()] = cache_.pos_of(*c);
-  }
-  // Tokens by (sequence, position); each attends to the cells of its sequence up to its position.
+  // Tokens by (sequence, position); tiles of consecutive tokens of one sequence.
   for (int64_t t = 0; t < n; ++t) tok_order_[t] = t;
   std::sort(tok_order_.begin(), tok_order_.begin() + n, [&](int64_t x, int64_t y) {
     if (b.seq[x] != b.seq[y]) return b.seq[x] < b.seq[y];
     return b.pos[x] != b.pos[y] ? b.pos[x] < b.pos[y] : x < y;
   });
   tiles_.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = tok_order_[i], k = index_of(b.seq[t]);
-    const int32_t* pos = seq_pos_.data();
-    tok_len_[t] = std::upper_bound(pos + seq_begin_[k], pos + seq_begin_[k + 1], b.pos[t]) -
-                  (pos + seq_begin_[k]);
-    // A sliding-window layer sees positions p - n_swa + 1 .. p.
-    tok_start_[t] = p_.n_swa > 0 ? std::lower_bound(pos + seq_begin_[k], pos + seq_begin_[k + 1],
-                                                    static_cast<int64_t>(b.pos[t]) - p_.n_swa + 1) -
-                                       (pos + seq_begin_[k])
-                                 : 0;
-    if (tiles_.empty() || tiles_.back().seq != k ||
-        tiles_.back().end - tiles_.back().begin == tile_tokens_) {
+  for (int64_t i = 0, k = -1; i < n; ++i) {
+    const int32_t seq = b.seq[tok_order_[i]];
+    if (i == 0 || seq != b.seq[tok_order_[i - 1]]) ++k;  // plan_seqs_[k] == seq
+    if (tiles_.empty() || tiles_.back().seq != k || tiles_.back().end - tiles_.back().begin == tile_tokens_) {
       tiles_.push_back({k, i, i});
     }
     ++tiles_.back().end;
+  }
+  PlanCells(b, KvCache::kFull);
+  if (cache_.has_window()) PlanCells(b, KvCache::kWindow);
+}
+
+void Context::PlanCells(const Batch& b, KvCache::Pool pool) {
+  CellPlan& cp = cell_plans_[pool];
+  const int64_t n = b.size(), ns = static_cast<int64_t>(plan_seqs_.size());
+  auto index_of = [&](int32_t seq) -> int64_t {
+    if (ns == 1) return plan_seqs_[0] == seq ? 0 : -1;
+    const auto it = std::lower_bound(plan_seqs_.begin(), plan_seqs_.end(), seq);
+    return it != plan_seqs_.end() && *it == seq ? it - plan_seqs_.begin() : -1;
+  };
+  if (static_cast<int64_t>(cp.seq_cells.size()) < cache_.capacity(pool)) {  // the window pool grew
+    cp.seq_cells.resize(cache_.capacity(pool));
+    cp.seq_pos.resize(cache_.capacity(pool));
+  }
+  // Counting sort of the cells by sequence, then each sequence's cells by position.
+  std::vector<int64_t>& begin = cp.seq_begin;
+  begin.assign(ns + 1, 0);
+  const int64_t high = cache_.high_water(pool);
+  for (int64_t c = 0; c < high; ++c) {
+    if (cache_.seq_of(pool, c) < 0) continue;
+    const int64_t k = index_of(cache_.seq_of(pool, c));
+    if (k >= 0) ++begin[k + 1];
+  }
+  for (int64_t k = 0; k < ns; ++k) begin[k + 1] += begin[k];
+  for (int64_t c = 0, k = 0; c < high; ++c) {  // one cursor per sequence: begin itself,
+    if (cache_.seq_of(pool, c) < 0) continue;   // shifted down by one slot and restored below
+    if ((k = index_of(cache_.seq_of(pool, c))) >= 0) cp.seq_cells[begin[k]++] = c;
+  }
+  for (int64_t k = ns; k > 0; --k) begin[k] = begin[k - 1];
+  begin[0] = 0;
+  for (int64_t k = 0; k < ns; ++k) {
+    int64_t* first = &cp.seq_cells[begin[k]];
+    int64_t* last = &cp.seq_cells[begin[k + 1]];
+    std::sort(first, last, [&](int64_t x, int64_t y) {
+      const int32_t px = cache_.pos_of(pool, x), py = cache_.pos_of(pool, y);
+      return px != py ? px < py : x < y;
+    });
+    for (int64_t* c = first; c != last; ++c) cp.seq_pos[c - cp.seq_cells.data()] = cache_.pos_of(pool, *c);
+  }
+  // Each token attends to the cells of its sequence up to its position; a sliding-window layer
+  // to positions p - n_swa + 1 .. p of them.
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t k = index_of(b.seq[t]);
+    const int32_t* first = cp.seq_pos.data() + begin[k];
+    const int32_t* last = cp.seq_pos.data() + begin[k + 1];
+    cp.tok_len[t] = std::upper_bound(first, last, b.pos[t]) - first;
+    cp.tok_start[t] = p_.n_swa > 0 ? std::lower_bound(first, last, static_cast<int64_t>(b.pos[t]) - p_.n_swa + 1) - first : 0;
   }
 }
 
@@ -415,10 +437,11 @@ void Context::Attention(int64_t il, const Batch&, int64_t) {
   const int64_t n_tiles = static_cast<int64_t>(tiles_.size()), n_jobs = n_tiles * n_kv;
   const int64_t layer = il - layer_begin_;
   const bool local = p_.IsLocalLayer(il);
+  const CellPlan& plan = cell_plans_[cache_.pool_of(layer)];
   next_job_.store(0, std::memory_order_relaxed);
   pool_.Run([&](int th, int) {
     for (int64_t job; (job = next_job_.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
-      AttendTile(th, layer, tiles_[n_tiles - 1 - job / n_kv], job % n_kv, local);
+      AttendTile(th, layer, tiles_[n_tiles - 1 - job / n_kv], job % n_kv, plan, local);
     }
   });
 }
@@ -426,7 +449,7 @@ void Context::Attention(int64_t il, const Batch&, int64_t) {
 // One tile's query rows (token-major: row ti * group + g is head kvh * group + g of the tile's
 // token ti) against the cells of its sequence. Tokens ascend by position, so each token's
 // prefix of cells is at least as long as the previous token's.
-void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, bool local) {
+void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, const CellPlan& plan, bool local) {
   const kernels::FloatOps& f = k_.f;
   const kernels::AttnOps& a = k_.attn;
   const int64_t D = p_.head_dim, qd = p_.q_dim(), group = p_.n_head / p_.n_head_kv;
@@ -436,12 +459,12 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, b
   float* s = &att_s_[th * score_floats_];
   const void** kp = &att_kp_[th * row_ptrs_];
   const void** vp = &att_vp_[th * row_ptrs_];
-  const int64_t* cells = &seq_cells_[seq_begin_[tile.seq]];
+  const int64_t* cells = &plan.seq_cells[plan.seq_begin[tile.seq]];
   const TensorType tk = cache_.type_k(), tv = cache_.type_v();
   const size_t k_off = quant::RowBytes(tk, kvh * D), v_off = quant::RowBytes(tv, kvh * D);
-  auto len = [&](int64_t ti) { return tok_len_[tok_order_[tile.begin + ti]]; };
+  auto len = [&](int64_t ti) { return plan.tok_len[tok_order_[tile.begin + ti]]; };
   // The first cell a row attends to: 0, or on a sliding-window layer its window's start.
-  auto start = [&](int64_t ti) { return local ? tok_start_[tok_order_[tile.begin + ti]] : int64_t{0}; };
+  auto start = [&](int64_t ti) { return local ? plan.tok_start[tok_order_[tile.begin + ti]] : int64_t{0}; };
   auto point = [&](int64_t j0, int64_t nb) {  // row pointers of cells [j0, j0 + nb)
     for (int64_t j = 0; j < nb; ++j) {
       kp[j] = cache_.k(layer, cells[j0 + j]) + k_off;
@@ -485,9 +508,13 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, b
     float* l = &att_l_[th * tile_rows_];
     std::fill(m, m + rows, -INFINITY);
     std::fill(l, l + rows, 0.0f);
+    // Blocks start at positions that are multiples of kFlashBlock, so a window pool that
+    // dropped the cells before some position splits the rest as the full list does, and the
+    // online softmax rescales at the same cells: the same bits with and without the dropped ones.
+    const int64_t shift = plan.seq_pos[plan.seq_begin[tile.seq]] % kFlashBlock;
     int64_t t0 = 0;  // first token whose prefix reaches the block
-    for (int64_t j0 = 0; j0 < n_max; j0 += kFlashBlock) {
-      const int64_t nb = std::min(kFlashBlock, n_max - j0);
+    for (int64_t jb = -shift; jb < n_max; jb += kFlashBlock) {
+      const int64_t j0 = std::max<int64_t>(jb, 0), nb = std::min(jb + kFlashBlock, n_max) - j0;
       while (len(t0) <= j0) ++t0;
       const int64_t r0 = t0 * group;
       point(j0, nb);

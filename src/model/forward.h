@@ -62,6 +62,9 @@ struct ContextOptions {
   bool flash_attn = false;  // flash attention (see above) instead of the standard algorithm
   quant::TensorType type_k = quant::TensorType::kF16;  // KV cache types: F16, F32 or Q8_0
   quant::TensorType type_v = quant::TensorType::kF16;
+  // Sliding-window layers keep every cell, as global layers do (llama.cpp's --swa-full), instead
+  // of only those their window still reaches (model/kv_cache.h).
+  bool swa_full = false;
 };
 
 // Ok if a Context of `model` can use `options` (InvalidArgument saying why not otherwise).
@@ -114,6 +117,15 @@ class Context {
   struct Tile {
     int64_t seq, begin, end;
   };
+  // The cells of each of the batch's sequences in one pool of the cache (model/kv_cache.h), and
+  // which of them each token attends to.
+  struct CellPlan {
+    std::vector<int64_t> seq_begin;  // [plan_seqs_ + 1]: each sequence's cells in seq_cells
+    std::vector<int64_t> seq_cells;  // cells of each plan sequence, by position
+    std::vector<int32_t> seq_pos;    // their positions
+    std::vector<int64_t> tok_len;    // per token: how many of its sequence's cells it attends to
+    std::vector<int64_t> tok_start;  // per token: the first of them a sliding-window layer attends to
+  };
 
   Status Embed(const Batch& batch);
   void Layer(int64_t il, const Batch& batch, const int64_t* cells);
@@ -124,8 +136,9 @@ class Context {
   void MixtureOfExperts(const LayerWeights& w, int64_t n, float* out);
   void GeluMul(float* gate, const float* up, int64_t n);
   void PlanAttention(const Batch& batch);
+  void PlanCells(const Batch& batch, KvCache::Pool pool);
   void Attention(int64_t il, const Batch& batch, int64_t n);
-  void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, bool local);
+  void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, const CellPlan& plan, bool local);
   void Head(const Batch& batch);
   void Reserve(int64_t n);
 
@@ -144,7 +157,7 @@ class Context {
   // Activations for up to `reserved_` tokens.
   int64_t reserved_ = 0;
   std::vector<float> x_, xn_, q_, k_buf_, v_buf_, att_, gate_, up_, tmp_, gelu_;
-  std::vector<int64_t> cells_;
+  std::vector<int64_t> cells_, window_cells_;  // per token: its cell in each pool
   // Mixture of experts: router outputs, each token's chosen experts and weights, the tokens of
   // one expert gathered, and its outputs.
   std::vector<float> router_, chosen_w_, xe_, ye_;
@@ -157,12 +170,8 @@ class Context {
 
   // Attention plan of the batch (PlanAttention), shared by every layer.
   std::vector<int32_t> plan_seqs_;   // the batch's distinct sequences, ascending
-  std::vector<int64_t> seq_begin_;   // [plan_seqs_ + 1]: each one's cells in seq_cells_
-  std::vector<int64_t> seq_cells_;   // cells of each plan sequence, by position
-  std::vector<int32_t> seq_pos_;     // their positions
+  CellPlan cell_plans_[2];           // per pool of the cache
   std::vector<int64_t> tok_order_;   // batch tokens by (sequence, position)
-  std::vector<int64_t> tok_len_;     // per token: how many of its sequence's cells it attends to
-  std::vector<int64_t> tok_start_;   // per token: the first of them a sliding-window layer attends to
   std::vector<Tile> tiles_;
   int64_t tile_tokens_ = 1;          // tokens per tile
   std::atomic<int64_t> next_job_{0};

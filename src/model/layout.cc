@@ -1,5 +1,7 @@
 #include "model/layout.h"
 
+#include "model/kv_cache.h"
+
 #include <charconv>
 
 namespace tandem::model {
@@ -45,10 +47,14 @@ StageTensors TensorsOfStage(const gguf::GgufFile& file, int64_t layer_begin, int
   return s;
 }
 
-uint64_t KvCacheBytes(const ModelParams& p, int64_t n_ctx, int64_t n_layers, quant::TensorType type_k,
-                      quant::TensorType type_v) {
+uint64_t KvCacheBytes(const ModelParams& p, int64_t n_ctx, int64_t layer_begin, int64_t layer_end,
+                      quant::TensorType type_k, quant::TensorType type_v) {
   const uint64_t row = quant::RowBytes(type_k, p.kv_dim()) + quant::RowBytes(type_v, p.kv_dim());
-  return row * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(n_layers);
+  uint64_t bytes = 0;
+  for (int64_t il = layer_begin; il < layer_end; ++il) {
+    bytes += row * static_cast<uint64_t>(p.IsLocalLayer(il) ? WindowCells(p, n_ctx) : n_ctx);
+  }
+  return bytes;
 }
 
 }  // namespace tandem::model

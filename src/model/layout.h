@@ -38,9 +38,11 @@ struct StageTensors {
 StageTensors TensorsOfStage(const gguf::GgufFile& file, int64_t layer_begin, int64_t layer_end,
                             bool first, bool last);
 
-// Bytes of a KV cache of `n_ctx` cells for `n_layers` layers with keys of `type_k` and values of
-// `type_v` (F16, F32 or Q8_0): exactly what KvCache allocates.
-uint64_t KvCacheBytes(const ModelParams& p, int64_t n_ctx, int64_t n_layers, quant::TensorType type_k,
-                      quant::TensorType type_v);
+// Bytes of the KV cache of layers [layer_begin, layer_end) for a context of `n_ctx` cells with
+// keys of `type_k` and values of `type_v` (F16, F32 or Q8_0): exactly what a Context's KvCache
+// allocates at the start. A sliding-window layer holds WindowCells(p, n_ctx) cells (its pool can
+// grow when several sequences need more, model/kv_cache.h).
+uint64_t KvCacheBytes(const ModelParams& p, int64_t n_ctx, int64_t layer_begin, int64_t layer_end,
+                      quant::TensorType type_k, quant::TensorType type_v);
 
 }  // namespace tandem::model

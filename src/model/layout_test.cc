@@ -74,12 +74,40 @@ TEST(LayoutTest, KvCacheBytesAreWhatTheCacheHolds) {
                         std::pair{quant::TensorType::kQ8_0, quant::TensorType::kQ8_0},
                         std::pair{quant::TensorType::kQ8_0, quant::TensorType::kF16}}) {
     KvCache c(p.n_layer, 100, p.kv_dim(), tk, tv);
-    EXPECT_EQ(KvCacheBytes(p, 100, p.n_layer, tk, tv),
-              (c.k_row_bytes() + c.v_row_bytes()) * 100 * p.n_layer);
+    EXPECT_EQ(KvCacheBytes(p, 100, 0, p.n_layer, tk, tv), c.bytes());
+    EXPECT_EQ(c.bytes(), (c.k_row_bytes() + c.v_row_bytes()) * 100 * p.n_layer);
   }
   // Q8_0 keeps 34 bytes per 32 values against F16's 64: the plan must not count it as F16.
-  EXPECT_EQ(KvCacheBytes(p, 100, 1, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0) * 64,
-            KvCacheBytes(p, 100, 1, quant::TensorType::kF16, quant::TensorType::kF16) * 34);
+  EXPECT_EQ(KvCacheBytes(p, 100, 0, 1, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0) * 64,
+            KvCacheBytes(p, 100, 0, 1, quant::TensorType::kF16, quant::TensorType::kF16) * 34);
+}
+
+// Gemma 3's pattern: 5 local layers of 6. With a long context the local layers hold their window
+// (plus the rollback margin and a batch), so the cache is mostly the global layers'.
+TEST(LayoutTest, SlidingWindowLayersCountOnlyTheirWindow) {
+  ModelParams p;
+  p.n_layer = 12;
+  p.n_head = 8;
+  p.n_head_kv = 4;
+  p.head_dim = 128;
+  p.n_swa = 1024;
+  p.swa_period = 6;
+  const int64_t n_ctx = 32768, window = p.n_swa + kWindowRollback + kWindowBatch;
+  ASSERT_EQ(WindowCells(p, n_ctx), window);
+  EXPECT_EQ(WindowCells(p, 1000), 1000);
+  const uint64_t row = 2 * quant::RowBytes(quant::TensorType::kF16, p.kv_dim());
+  EXPECT_EQ(KvCacheBytes(p, n_ctx, 0, 12, quant::TensorType::kF16, quant::TensorType::kF16),
+            row * (2 * n_ctx + 10 * window));
+  EXPECT_EQ(KvCacheBytes(p, n_ctx, 5, 6, quant::TensorType::kF16, quant::TensorType::kF16), row * n_ctx);
+  EXPECT_EQ(KvCacheBytes(p, n_ctx, 6, 8, quant::TensorType::kF16, quant::TensorType::kF16), row * 2 * window);
+  for (auto [begin, end] : {std::pair{0, 12}, std::pair{3, 7}, std::pair{5, 6}}) {
+    std::vector<bool> local;
+    for (int64_t il = begin; il < end; ++il) local.push_back(p.IsLocalLayer(il));
+    KvCache c(end - begin, n_ctx, p.kv_dim(), quant::TensorType::kQ8_0, quant::TensorType::kF16, local, p.n_swa,
+              WindowCells(p, n_ctx));
+    EXPECT_EQ(KvCacheBytes(p, n_ctx, begin, end, quant::TensorType::kQ8_0, quant::TensorType::kF16), c.bytes())
+        << begin << ".." << end;
+  }
 }
 
 }  // namespace

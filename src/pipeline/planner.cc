@@ -56,6 +56,12 @@ uint64_t StageBytes(const ModelFootprint& m, int64_t begin, int64_t end, bool fi
   return b;
 }
 
+uint64_t KvBytes(const ModelFootprint& m, int64_t begin, int64_t end) {
+  uint64_t b = 0;
+  for (int64_t il = begin; il < end && il < static_cast<int64_t>(m.kv_bytes.size()); ++il) b += m.kv_bytes[il];
+  return b;
+}
+
 // Bytes a decode step reads there: every weight but the embedding (one row of it).
 uint64_t DecodeBytes(const ModelFootprint& m, int64_t begin, int64_t end, bool last) {
   return StageBytes(m, begin, end, false, last);
@@ -63,7 +69,7 @@ uint64_t DecodeBytes(const ModelFootprint& m, int64_t begin, int64_t end, bool l
 
 bool Fits(const ModelFootprint& m, const NodeInfo& n, int64_t begin, int64_t end, bool first, bool last) {
   return n.free_memory == 0 ||
-         StageBytes(m, begin, end, first, last) + m.kv_bytes_per_layer * (end - begin) <= n.free_memory;
+         StageBytes(m, begin, end, first, last) + KvBytes(m, begin, end) <= n.free_memory;
 }
 
 // Predicted ms of node `n` holding [begin, end): compute, and the hops into it (and back, last).
@@ -79,7 +85,7 @@ Plan Build(const ModelFootprint& m, const std::vector<std::tuple<int, int64_t, i
     PlannedStage s;
     std::tie(s.node, s.layer_begin, s.layer_end) = ranges[i];
     s.weight_bytes = StageBytes(m, s.layer_begin, s.layer_end, i == 0, i + 1 == ranges.size());
-    s.kv_bytes = m.kv_bytes_per_layer * (s.layer_end - s.layer_begin);
+    s.kv_bytes = KvBytes(m, s.layer_begin, s.layer_end);
     plan.stages.push_back(s);
   }
   return plan;
@@ -172,7 +178,7 @@ ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p
     const gguf::TensorInfo* e = file.FindTensor("token_embd.weight");
     if (e != nullptr) f.head_bytes += e->n_bytes;
   }
-  f.kv_bytes_per_layer = model::KvCacheBytes(p, n_ctx, 1, type_k, type_v);
+  for (int64_t il = 0; il < p.n_layer; ++il) f.kv_bytes.push_back(model::KvCacheBytes(p, n_ctx, il, il + 1, type_k, type_v));
   return f;
 }
 

@@ -35,7 +35,8 @@ struct ModelFootprint {
   uint64_t embd_bytes = 0;            // token embedding (first node)
   uint64_t head_bytes = 0;            // output norm and head (last node); the embedding if tied
   uint64_t shared_bytes = 0;          // small tensors every node holds (model::TensorPart::kShared)
-  uint64_t kv_bytes_per_layer = 0;    // KV cache of one layer for the planned context and types
+  std::vector<uint64_t> kv_bytes;     // KV cache of each layer for the planned context and types
+                                      // (a sliding-window layer holds only its window's cells)
 };
 // The parts as model/layout.h assigns them to stages; the KV cache of the given types.
 ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p, int64_t n_ctx,

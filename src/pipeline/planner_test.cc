@@ -14,7 +14,7 @@ ModelFootprint Uniform(int layers, uint64_t per_layer) {
   f.layer_bytes.assign(layers, per_layer);
   f.embd_bytes = 100;
   f.head_bytes = 200;
-  f.kv_bytes_per_layer = 10;
+  f.kv_bytes.assign(layers, 10);
   return f;
 }
 
@@ -188,16 +188,17 @@ TEST(PlannerTest, FootprintFollowsTheCacheTypesAndTheLayout) {
   ASSERT_TRUE(p.ok());
   const ModelFootprint f16 = Footprint(*f, *p, 256);
   const ModelFootprint q8 = Footprint(*f, *p, 256, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0);
-  EXPECT_EQ(f16.kv_bytes_per_layer,
-            model::KvCacheBytes(*p, 256, 1, quant::TensorType::kF16, quant::TensorType::kF16));
-  EXPECT_EQ(q8.kv_bytes_per_layer,
-            model::KvCacheBytes(*p, 256, 1, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0));
-  EXPECT_LT(q8.kv_bytes_per_layer * 10, f16.kv_bytes_per_layer * 6);  // 34/64 of F16
+  ASSERT_EQ(f16.kv_bytes.size(), static_cast<size_t>(p->n_layer));
+  for (int64_t il = 0; il < p->n_layer; ++il) {
+    EXPECT_EQ(f16.kv_bytes[il], model::KvCacheBytes(*p, 256, il, il + 1, quant::TensorType::kF16, quant::TensorType::kF16));
+    EXPECT_EQ(q8.kv_bytes[il], model::KvCacheBytes(*p, 256, il, il + 1, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0));
+    EXPECT_LT(q8.kv_bytes[il] * 10, f16.kv_bytes[il] * 6);  // 34/64 of F16
+  }
   Result<Plan> plan = MakePlan(q8, {{"main", 1ull << 40}, {"w", 1ull << 40}}, {});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   uint64_t weights = 0;
   for (const PlannedStage& s : plan->stages) {
-    EXPECT_EQ(s.kv_bytes, q8.kv_bytes_per_layer * (s.layer_end - s.layer_begin));
+    EXPECT_EQ(s.kv_bytes, q8.kv_bytes[0] * (s.layer_end - s.layer_begin));
     weights += s.weight_bytes;
     const model::StageTensors t = model::TensorsOfStage(*f, s.layer_begin, s.layer_end, s.node == 0,
                                                         s.layer_end == p->n_layer);

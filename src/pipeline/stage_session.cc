@@ -387,7 +387,7 @@ class StageSession::Impl {
     // before anything is read or copied when they do not fit.
     const model::StageTensors stage = model::TensorsOfStage(model_->file(), m.layer_begin, m.layer_end,
                                                             /*first=*/false, m.layer_end == model_->params().n_layer);
-    const uint64_t kv_bytes = model::KvCacheBytes(model_->params(), m.n_ctx, m.layer_end - m.layer_begin,
+    const uint64_t kv_bytes = model::KvCacheBytes(model_->params(), m.n_ctx, m.layer_begin, m.layer_end,
                                                   copts.type_k, copts.type_v);
     if (free_memory_ > 0 && stage.bytes + kv_bytes > free_memory_) {
       return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
