@@ -7,35 +7,59 @@
 namespace tandem::kernels {
 
 using quant::BlockQ4_0;
+using quant::BlockQ5_0;
 using quant::BlockQ8_0;
 using quant::TensorType;
 
-bool HasInterleavedLayout(TensorType t) { return t == TensorType::kQ4_0 || t == TensorType::kQ8_0; }
+bool HasInterleavedLayout(TensorType t) {
+  return t == TensorType::kQ4_0 || t == TensorType::kQ5_0 || t == TensorType::kQ8_0;
+}
 
 size_t InterleavedBlockBytes(TensorType t) {
-  return t == TensorType::kQ4_0 ? kInterleaveRows * sizeof(BlockQ4_0) : kInterleaveRows * sizeof(BlockQ8_0);
+  switch (t) {
+    case TensorType::kQ4_0: return kInterleaveRows * sizeof(BlockQ4_0);
+    case TensorType::kQ5_0: return kInterleaveRows * sizeof(BlockQ5_0);
+    default: return kInterleaveRows * sizeof(BlockQ8_0);
+  }
 }
+
+namespace {
+
+// The chunks of 64 quant bytes a block of the type has (the masks and scales follow them).
+int Chunks(TensorType t) { return t == TensorType::kQ8_0 ? 8 : 4; }
+
+}  // namespace
 
 void Interleave(TensorType t, const void* src, void* dst, int64_t rows, int64_t cols) {
   const int64_t nb = cols / quant::kQK;
   const size_t row_bytes = quant::RowBytes(t, cols), block_bytes = InterleavedBlockBytes(t);
-  const bool q4 = t == TensorType::kQ4_0;
-  const int chunks = q4 ? 4 : 8;
+  const int chunks = Chunks(t);
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
     uint8_t* group = d + static_cast<size_t>(g) * kInterleaveRows * row_bytes;
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = group + static_cast<size_t>(b) * block_bytes;
-      auto* scales = reinterpret_cast<uint16_t*>(out + chunks * 64);
+      uint64_t masks[8] = {};  // Q5_0's fifth bits
+      uint8_t* after = out + chunks * 64 + (t == TensorType::kQ5_0 ? sizeof masks : 0);
+      auto* scales = reinterpret_cast<uint16_t*>(after);
       for (int r = 0; r < kInterleaveRows; ++r) {
         const uint8_t* row = s + static_cast<size_t>(g * kInterleaveRows + r) * row_bytes;
         uint16_t scale;
         const uint8_t* qs;
-        if (q4) {
+        if (t == TensorType::kQ4_0) {
           const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
           scale = blk.d;
           qs = blk.qs;
+        } else if (t == TensorType::kQ5_0) {
+          const auto& blk = reinterpret_cast<const BlockQ5_0*>(row)[b];
+          scale = blk.d;
+          qs = blk.qs;
+          uint32_t qh;
+          std::memcpy(&qh, blk.qh, 4);
+          for (int e = 0; e < quant::kQK; ++e) {
+            if ((qh >> e) & 1) masks[e / 4] |= uint64_t{1} << (4 * r + e % 4);
+          }
         } else {
           const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
           scale = blk.d;
@@ -45,10 +69,11 @@ void Interleave(TensorType t, const void* src, void* dst, int64_t rows, int64_t 
         for (int c = 0; c < chunks; ++c) {
           for (int j = 0; j < 4; ++j) {
             const uint8_t v = qs[4 * c + j];
-            out[64 * c + 4 * r + j] = q4 ? v : static_cast<uint8_t>(v ^ 0x80);  // q + 128
+            out[64 * c + 4 * r + j] = t == TensorType::kQ8_0 ? static_cast<uint8_t>(v ^ 0x80) : v;  // q + 128
           }
         }
       }
+      if (t == TensorType::kQ5_0) std::memcpy(out + chunks * 64, masks, sizeof masks);
     }
   }
 }
@@ -74,9 +99,9 @@ void QuantizeQ8SReference(const float* src, void* dst, int64_t n) {
 
 void GemmInterleavedReference(TensorType t, int64_t n, const void* w, const void* a, size_t a_stride, int na,
                               float* out, int64_t ldo) {
-  const bool q4 = t == TensorType::kQ4_0;
-  const int chunks = q4 ? 4 : 8;
-  const int32_t bias = q4 ? 8 : 128;
+  const bool nibbles = t != TensorType::kQ8_0, five = t == TensorType::kQ5_0;
+  const int chunks = Chunks(t);
+  const int32_t bias = t == TensorType::kQ4_0 ? 8 : five ? 16 : 128;
   const size_t block_bytes = InterleavedBlockBytes(t);
   for (int r = 0; r < na; ++r) {
     const auto* y = reinterpret_cast<const BlockQ8S*>(static_cast<const uint8_t*>(a) + r * a_stride);
@@ -84,19 +109,24 @@ void GemmInterleavedReference(TensorType t, int64_t n, const void* w, const void
       float acc = 0;
       for (int64_t b = 0; b < n / quant::kQK; ++b) {
         const uint8_t* blk = static_cast<const uint8_t*>(w) + static_cast<size_t>(b) * block_bytes;
+        uint64_t masks[8] = {};
+        if (five) std::memcpy(masks, blk + 64 * chunks, sizeof masks);
+        // The fifth bit of element e of this row, as 16 (Q5_0 only).
+        auto high = [&](int e) { return static_cast<int32_t>((masks[e / 4] >> (4 * row + e % 4)) & 1) * 16; };
         int32_t s = 0;
         for (int c = 0; c < chunks; ++c) {
           for (int j = 0; j < 4; ++j) {
             const uint8_t v = blk[64 * c + 4 * row + j];
-            if (q4) {
-              s += (v & 0x0F) * y[b].qs[4 * c + j] + (v >> 4) * y[b].qs[16 + 4 * c + j];
+            if (nibbles) {
+              const int e0 = 4 * c + j, e1 = 16 + 4 * c + j;
+              s += ((v & 0x0F) + high(e0)) * y[b].qs[e0] + ((v >> 4) + high(e1)) * y[b].qs[e1];
             } else {
               s += v * y[b].qs[4 * c + j];
             }
           }
         }
         uint16_t h;
-        std::memcpy(&h, blk + 64 * chunks + 2 * row, 2);
+        std::memcpy(&h, blk + 64 * chunks + (five ? sizeof masks : 0) + 2 * row, 2);
         acc += static_cast<float>(s - bias * y[b].sum) * (quant::Fp16ToFp32(h) * y[b].d);
       }
       out[r * ldo + row] = acc;

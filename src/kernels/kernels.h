@@ -109,7 +109,7 @@ struct KernelTable {
   quant::QuantizeRowFn quantize_act[kTypeSlots] = {};
   FloatOps f{};
   AttnOps attn{};  // a separate struct: ISA files that reassign f whole leave it as it was
-  // Interleaved Q4_0 / Q8_0 weights (null: this table has no such kernel, and weights stay in
+  // Interleaved Q4_0 / Q5_0 / Q8_0 weights (null: this table has no such kernel, and weights stay in
   // the file's layout), with their activation quantizer to Q8S.
   GemmInterleavedFn gemm_interleaved[kTypeSlots] = {};
   quant::QuantizeRowFn quantize_q8s = nullptr;

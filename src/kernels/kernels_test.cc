@@ -402,12 +402,12 @@ TEST(KernelsTest, ScalarRopeRotatesTheDocumentedPairs) {
 namespace tandem::kernels {
 namespace {
 
-// Interleaved Q4_0 / Q8_0: the layout is the file's rows rearranged (the reference gemm over it
+// Interleaved Q4_0 / Q5_0 / Q8_0: the layout is the file's rows rearranged (the reference gemm over it
 // equals the reference dot of each row, up to float rounding), every table's kernel equals the
 // reference gemm, and a row's result is the same to the bit for every number of activation rows.
 TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
   const int64_t rows = 32, n = 512;
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0}) {
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
     const quant::TypeOps& ref = *quant::ReferenceOps(type);
     const size_t row_bytes = quant::RowBytes(type, n);
@@ -496,7 +496,7 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   ThreadPool pool(2);
   Scratch scratch;
   const int64_t rows = 96, n = 512, tokens = 11;
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0}) {
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
     const size_t row_bytes = quant::RowBytes(type, n);
     std::vector<uint8_t> w(row_bytes * rows), wi(w.size());

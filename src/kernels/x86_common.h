@@ -1163,44 +1163,58 @@ void Rope(float* x, int64_t head_dim, const float* cos, const float* sin, bool n
 }
 
 #ifdef TANDEM_X86_VNNI
-// ---- interleaved Q4_0 / Q8_0 (kernels/interleave.h) ----
+// ---- interleaved Q4_0 / Q5_0 / Q8_0 (kernels/interleave.h) ----
 
 #pragma GCC diagnostic push  // GCC 12's false positive on its own 512-bit intrinsics, as above
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // 16 rows x NA activation rows. Per block: the unsigned weight bytes of 4 elements of 16 rows in
-// each 512-bit chunk, VPDPBUSD against the activation row's 4 bytes at that place broadcast (two
+// each 512-bit chunk (Q5_0: the nibbles plus 16 where the block's mask has the fifth bit, one
+// masked add), VPDPBUSD against the activation row's 4 bytes at that place broadcast (two
 // independent integer chains per row), the bias taken out with the activation block's sum, and
 // one FMA with the 16 rows' scales times the activation's. Per activation row the operations are
 // the same for any NA.
-template <bool kQ4, int NA>
+enum class Il { kQ4_0, kQ5_0, kQ8_0 };
+
+template <Il K, int NA>
 void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
-  constexpr int kChunks = kQ4 ? 4 : 8;
-  constexpr int kBlockBytes = kQ4 ? 288 : 544;
-  constexpr int32_t kBias = kQ4 ? 8 : 128;
+  constexpr bool kNibbles = K != Il::kQ8_0;
+  constexpr int kChunks = kNibbles ? 4 : 8;
+  constexpr int kMaskBytes = K == Il::kQ5_0 ? 64 : 0;
+  constexpr int kBlockBytes = K == Il::kQ4_0 ? 288 : K == Il::kQ5_0 ? 352 : 544;
+  constexpr int32_t kBias = K == Il::kQ4_0 ? 8 : K == Il::kQ5_0 ? 16 : 128;
   const int64_t nb = n / quant::kQK;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   __m512 acc[NA];
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = wb + b * kBlockBytes;
     PrefetchAhead<1, kBlockBytes>(blk);
     __m512i u[8];
-    if constexpr (kQ4) {
+    if constexpr (kNibbles) {
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const __m512i p = _mm512_loadu_si512(blk + 64 * c);
         u[c] = _mm512_and_si512(p, low4);                             // elements 4c..4c+3
         u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(p, 4), low4);  // elements 16+4c..
       }
+      if constexpr (K == Il::kQ5_0) {
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) {
+          uint64_t m;
+          std::memcpy(&m, blk + 256 + 8 * c, 8);
+          u[c] = _mm512_mask_add_epi8(u[c], _cvtu64_mask64(m), u[c], sixteen);
+        }
+      }
     } else {
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) u[c] = _mm512_loadu_si512(blk + 64 * c);  // elements 4c..4c+3
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * kChunks)));
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * kChunks + kMaskBytes)));
 #pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) {
       const BlockQ8S& y = Row<BlockQ8S>(a, a_stride, r)[b];
@@ -1222,17 +1236,17 @@ void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, f
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
 
-template <bool kQ4>
+template <Il K>
 void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
   switch (na) {
-    case 1: return GemmInterleaved<kQ4, 1>(n, w, a, a_stride, out, ldo);
-    case 2: return GemmInterleaved<kQ4, 2>(n, w, a, a_stride, out, ldo);
-    case 3: return GemmInterleaved<kQ4, 3>(n, w, a, a_stride, out, ldo);
-    case 4: return GemmInterleaved<kQ4, 4>(n, w, a, a_stride, out, ldo);
-    case 5: return GemmInterleaved<kQ4, 5>(n, w, a, a_stride, out, ldo);
-    case 6: return GemmInterleaved<kQ4, 6>(n, w, a, a_stride, out, ldo);
-    case 7: return GemmInterleaved<kQ4, 7>(n, w, a, a_stride, out, ldo);
-    default: return GemmInterleaved<kQ4, 8>(n, w, a, a_stride, out, ldo);
+    case 1: return GemmInterleaved<K, 1>(n, w, a, a_stride, out, ldo);
+    case 2: return GemmInterleaved<K, 2>(n, w, a, a_stride, out, ldo);
+    case 3: return GemmInterleaved<K, 3>(n, w, a, a_stride, out, ldo);
+    case 4: return GemmInterleaved<K, 4>(n, w, a, a_stride, out, ldo);
+    case 5: return GemmInterleaved<K, 5>(n, w, a, a_stride, out, ldo);
+    case 6: return GemmInterleaved<K, 6>(n, w, a, a_stride, out, ldo);
+    case 7: return GemmInterleaved<K, 7>(n, w, a, a_stride, out, ldo);
+    default: return GemmInterleaved<K, 8>(n, w, a, a_stride, out, ldo);
   }
 }
 
@@ -1266,8 +1280,9 @@ inline void FillCommon(KernelTable* t) {
   t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)] = QuantizeQ8_K;
   t->f = FloatOps{RmsNorm, Softmax, SiluMul, Add, Scale, Dot, Axpy, Rope};
 #ifdef TANDEM_X86_VNNI
-  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmInterleavedAny<true>;
-  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmInterleavedAny<false>;
+  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmInterleavedAny<Il::kQ4_0>;
+  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ5_0)] = GemmInterleavedAny<Il::kQ5_0>;
+  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmInterleavedAny<Il::kQ8_0>;
   t->quantize_q8s = QuantizeQ8S;
 #endif
 }
