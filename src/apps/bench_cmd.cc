@@ -97,7 +97,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     const float gbps = a->roofline ? kernels::MeasureReadBandwidth(a->model.threads) : 0.0f;
     const double roof = gbps * 1e9 / static_cast<double>(std::max<uint64_t>(read, 1));
     if (a->roofline) {
-      std::snprintf(text, sizeof text, "\nmemory read bandwidth: %.1f GB/s (%d threads, 1 GiB); roofline %.2f tokens/s",
+      std::snprintf(text, sizeof text, "\nmemory read bandwidth: %.1f GB/s (%d threads, best of 5 passes over 2 GiB); roofline %.2f tokens/s",
                     gbps, a->model.threads, roof);
       summary += text;
     }

@@ -1,9 +1,11 @@
 #include "kernels/speed.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <vector>
 
+#include "base/large_buffer.h"
 #include "kernels/matmul.h"
 #include "quant/quant.h"
 
@@ -42,32 +44,35 @@ float MeasureMatVecSpeed(int threads) {
 
 float MeasureReadBandwidth(int threads) {
   using Clock = std::chrono::steady_clock;
-  const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n, 1);  // written once: every page is resident before timing
+  // Held as the engine holds weights (2 MiB-aligned, transparent huge pages where allowed), read
+  // with the widest loads the CPU has (the best table's float dot of each slice with itself), so
+  // the figure is what a weight stream can get rather than what a scalar loop gets.
+  size_t bytes = size_t{2} << 30;
+  Result<LargeBuffer> buf = LargeBuffer::Allocate(bytes);
+  while (!buf.ok() && bytes > (size_t{256} << 20)) buf = LargeBuffer::Allocate(bytes /= 2);
+  if (!buf.ok()) return 0;
+  float* data = reinterpret_cast<float*>(buf->data());
+  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(i % 1000) * 1e-3f;  // every page resident
   ThreadPool pool(threads);
-  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8, 0);  // a cache line per thread
+  const KernelTable& k = Best();
+  std::vector<float> sums(static_cast<size_t>(threads) * 16, 0.0f);  // a cache line per thread
   auto pass = [&] {
+    const auto t0 = Clock::now();
     pool.Run([&](int t, int nt) {
-      const size_t b = n * t / nt, e = n * (t + 1) / nt;
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (size_t i = b; i + 4 <= e; i += 4) {
-        s0 += buf[i];
-        s1 += buf[i + 1];
-        s2 += buf[i + 2];
-        s3 += buf[i + 3];
-      }
-      sums[static_cast<size_t>(t) * 8] += s0 + s1 + s2 + s3;
+      const Range r = SplitRange(n, t, nt, 64);
+      sums[static_cast<size_t>(t) * 16] += k.f.dot(data + r.begin, data + r.begin, r.end - r.begin);
     });
+    return static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t0).count();
   };
   pass();
-  const auto t0 = Clock::now();
-  constexpr int kPasses = 4;
-  for (int r = 0; r < kPasses; ++r) pass();
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  uint64_t total = 0;
-  for (uint64_t v : sums) total += v;
-  if (total == 0) return 0;  // keeps the sums alive
-  return static_cast<float>(static_cast<double>(n * sizeof(uint64_t)) * kPasses / seconds / 1e9);
+  // The best of 5 passes: the machine is shared and noise only slows a pass down.
+  double best = 0;
+  for (int i = 0; i < 5; ++i) best = std::max(best, pass());
+  float total = 0;
+  for (float v : sums) total += v;
+  if (!(total >= 0)) return 0;  // keeps the sums alive
+  return static_cast<float>(best / 1e9);
 }
 
 }  // namespace tandem::kernels

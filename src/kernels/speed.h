@@ -11,8 +11,9 @@ namespace tandem::kernels {
 // Takes about 0.1-0.3 s.
 float MeasureMatVecSpeed(int threads);
 
-// GB/s at which `threads` threads read a 1 GiB buffer (each summing its share, several passes):
-// the memory bandwidth a decode step is bound by, for rooflines. Takes about 1 s.
+// GB/s at which `threads` threads read a 2 GiB buffer held as the weights are (huge pages) with
+// the widest loads (each thread its share; the best of 5 passes): the memory bandwidth a decode
+// step is bound by, for rooflines. 0 if no buffer could be allocated. Takes about 1-2 s.
 float MeasureReadBandwidth(int threads);
 
 }  // namespace tandem::kernels
