@@ -19,6 +19,7 @@
 #include "gguf/writer.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "quant/quant.h"
 #include "synth/make_model.h"
 #include "test_support.h"
 
@@ -294,6 +295,99 @@ TEST(ModelFamiliesTest, AOneExpertLlamaMoeEqualsTheDenseModel) {
   std::remove(path.c_str());
 }
 
+// qwen2moe = qwen2's attention + routed experts whose weights are the softmax's own + a shared
+// expert scaled by sigmoid(x . ffn_gate_inp_shexp). A rewrite of tiny-qwen2 (its FFN in F32)
+// whose shared expert is the dense FFN, whose shared gate is zero (sigmoid 0.5) and whose 4
+// routed experts are zero must give, to the bit, the logits of the dense model with its FFN down
+// matrix halved (exact in F32). Dropping the shared expert, its sigmoid, or adding the routed
+// experts' outputs with a wrong weight all change them; so does a missing shared tensor, refused by name.
+TEST(ModelFamiliesTest, AQwen2MoeWithASharedExpertEqualsTheDenseModel) {
+  const std::string src = ModelFile("tiny-qwen2-f16.gguf");
+  TANDEM_REQUIRE_SHARED(src);
+  Result<gguf::GgufFile> f = gguf::GgufFile::Open(src);
+  ASSERT_TRUE(f.ok());
+  Result<model::ModelParams> p = model::ReadParams(*f);
+  ASSERT_TRUE(p.ok());
+  const uint64_t E = p->n_embd, F = p->n_ff, kExperts = 4, kExpertFF = 32;
+  // The tensor as F32 values (times `scale`).
+  auto f32 = [](const gguf::TensorInfo& t, float scale) {
+    std::vector<float> v(t.n_elements);
+    quant::ReferenceOps(t.type)->dequantize_row(t.data, v.data(), static_cast<int64_t>(t.n_elements));
+    for (float& x : v) x *= scale;
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+  };
+  auto ends = [](const std::string& name, const std::string& tail) {
+    return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  gguf::GgufWriter dense, moe;
+  for (const auto& [key, value] : f->metadata()) {
+    dense.Set(key, value);
+    if (key == "general.architecture") {
+      moe.Set(key, gguf::Value(std::string("qwen2moe")));
+    } else if (key.rfind("qwen2.", 0) == 0) {
+      moe.Set("qwen2moe." + key.substr(6), value);
+    } else {
+      moe.Set(key, value);
+    }
+  }
+  moe.Set("qwen2moe.expert_count", gguf::Value(uint32_t{kExperts}));
+  moe.Set("qwen2moe.expert_used_count", gguf::Value(uint32_t{2}));
+  moe.Set("qwen2moe.expert_feed_forward_length", gguf::Value(uint32_t{kExpertFF}));
+  moe.Set("qwen2moe.expert_shared_feed_forward_length", gguf::Value(uint32_t{static_cast<uint32_t>(F)}));
+  auto zeros = [](uint64_t n) { return std::vector<uint8_t>(n * 4, 0); };
+  for (const gguf::TensorInfo& t : f->tensors()) {
+    std::vector<uint64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
+    const std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    bool ffn = false;
+    for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
+      const std::string tail = std::string(".") + part + ".weight";
+      if (!ends(t.name, tail)) continue;
+      ffn = true;
+      const std::string blk = t.name.substr(0, t.name.size() - tail.size());
+      const bool down = std::string(part) == "ffn_down";
+      ASSERT_TRUE(dense.AddTensor(t.name, gguf::TensorType::kF32, shape, f32(t, down ? 0.5f : 1.0f)).ok());
+      ASSERT_TRUE(moe.AddTensor(blk + "." + part + "_shexp.weight", gguf::TensorType::kF32, shape, f32(t, 1.0f)).ok());
+      const std::vector<uint64_t> exps = down ? std::vector<uint64_t>{kExpertFF, E, kExperts}
+                                              : std::vector<uint64_t>{E, kExpertFF, kExperts};
+      ASSERT_TRUE(moe.AddTensor(blk + "." + part + "_exps.weight", gguf::TensorType::kF32, exps,
+                                zeros(E * kExpertFF * kExperts)).ok());
+      if (down) {
+        ASSERT_TRUE(moe.AddTensor(blk + ".ffn_gate_inp.weight", gguf::TensorType::kF32, {E, kExperts}, zeros(E * kExperts)).ok());
+        ASSERT_TRUE(moe.AddTensor(blk + ".ffn_gate_inp_shexp.weight", gguf::TensorType::kF32, {E}, zeros(E)).ok());
+      }
+    }
+    if (ffn) continue;
+    ASSERT_TRUE(dense.AddTensor(t.name, t.type, shape, bytes).ok()) << t.name;
+    ASSERT_TRUE(moe.AddTensor(t.name, t.type, shape, bytes).ok()) << t.name;
+  }
+  const std::string tag = std::to_string(getpid());
+  const std::string dense_path = ::testing::TempDir() + "tandem_qwen2_dense_" + tag + ".gguf";
+  const std::string moe_path = ::testing::TempDir() + "tandem_qwen2moe_" + tag + ".gguf";
+  ASSERT_TRUE(dense.Write(dense_path).ok());
+  ASSERT_TRUE(moe.Write(moe_path).ok());
+  Result<model::Model> m = model::Model::Load(moe_path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->params().is_moe());
+  EXPECT_FALSE(m->params().expert_weights_norm);
+  EXPECT_EQ(m->params().n_ff_shexp, static_cast<int64_t>(F));
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % 500);
+  for (bool flash : {false, true}) {
+    const std::vector<float> want = Logits(dense_path, tokens, flash), got = Logits(moe_path, tokens, flash);
+    ASSERT_FALSE(want.empty());
+    EXPECT_TRUE(got == want) << (flash ? "flash" : "standard");
+  }
+  // A file without one of the shared expert's tensors is refused, naming it.
+  const std::string broken = EditedCopy(moe_path, "noshexp", [](gguf::GgufWriter&) {},
+                                        [](const gguf::TensorInfo& t) { return t.name != "blk.1.ffn_up_shexp.weight"; });
+  const Status st = LoadStatus(broken);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("blk.1.ffn_up_shexp.weight"), std::string::npos) << st.ToString();
+  for (const std::string& path : {dense_path, moe_path, broken}) std::remove(path.c_str());
+}
+
 // A mixture-of-experts decode step gives a token the bits the same token gets in a batch (what
 // greedy speculative verification and a server's batches need): with 8 experts per token the
 // order in which their outputs are summed matters, and the decode step sums them by expert id as
@@ -344,7 +438,8 @@ TEST(ModelFamiliesTest, MadeModelsOfTheNewShapesLoadAndDecode) {
     const char* shape;
     uint32_t n_layer, n_expert;
   };
-  for (const Case& c : {Case{"gemma-3-1b", 2, 0}, Case{"qwen3-30b-a3b", 1, 16}, Case{"mixtral-8x7b", 1, 4}}) {
+  for (const Case& c : {Case{"gemma-3-1b", 2, 0}, Case{"qwen3-30b-a3b", 1, 16}, Case{"mixtral-8x7b", 1, 4},
+                        Case{"qwen1.5-moe-a2.7b", 1, 8}}) {
     SCOPED_TRACE(c.shape);
     std::optional<synth::ModelShape> shape = synth::FindShape(c.shape);
     ASSERT_TRUE(shape.has_value());
@@ -364,6 +459,8 @@ TEST(ModelFamiliesTest, MadeModelsOfTheNewShapesLoadAndDecode) {
     EXPECT_EQ(p.n_expert, shape->n_expert);
     EXPECT_EQ(p.n_expert_used, shape->n_expert_used);
     EXPECT_EQ(p.n_ff_exp, shape->n_ff_exp);
+    EXPECT_EQ(p.n_ff_shexp, shape->n_ff_shexp);
+    EXPECT_EQ(p.qkv_bias, shape->architecture == "qwen2moe");
     model::Context ctx(*m, 64, 2);
     model::Batch b;
     for (int i = 0; i < 8; ++i) b.Add(i * 7 + 1, i, 0, true);

@@ -182,6 +182,9 @@ void PrintText(const std::string& path, const GgufFile& f, const ModelSummary& s
     if (p->is_moe()) {
       std::printf("  experts          %lld, %lld used per token, feed-forward %lld each\n", static_cast<long long>(p->n_expert),
                   static_cast<long long>(p->n_expert_used), static_cast<long long>(p->n_ff_exp));
+      if (p->n_ff_shexp > 0) {
+        std::printf("  shared expert    feed-forward %lld, for every token\n", static_cast<long long>(p->n_ff_shexp));
+      }
     }
     if (p->logit_softcap > 0) std::printf("  logit soft-cap   %g\n", static_cast<double>(p->logit_softcap));
   }
@@ -248,6 +251,7 @@ void PrintJson(const std::string& path, const GgufFile& f, const ModelSummary& s
       j["summary"]["n_expert"] = p->n_expert;
       j["summary"]["n_expert_used"] = p->n_expert_used;
       j["summary"]["n_ff_exp"] = p->n_ff_exp;
+      if (p->n_ff_shexp > 0) j["summary"]["n_ff_shexp"] = p->n_ff_shexp;
     }
   }
   json md = json::array();

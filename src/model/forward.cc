@@ -102,7 +102,7 @@ void Context::Reserve(int64_t n) {
   k_buf_.resize(n * p_.kv_dim());
   v_buf_.resize(n * p_.kv_dim());
   // With experts a decode step holds every chosen expert's gate and up (n_expert_used rows).
-  const int64_t ff = std::max({n * p_.n_ff, n * p_.n_ff_exp, p_.n_expert_used * p_.n_ff_exp});
+  const int64_t ff = std::max({n * p_.n_ff, n * p_.n_ff_exp, p_.n_expert_used * p_.n_ff_exp, n * p_.n_ff_shexp});
   gate_.resize(ff);
   up_.resize(ff);
   if (p_.ffn_act == FfnActivation::kGelu) gelu_.resize(ff);
@@ -115,6 +115,7 @@ void Context::Reserve(int64_t n) {
     chosen_w_.resize(n * p_.n_expert_used);
     xe_.resize(n * p_.n_embd);
     ye_.resize(std::max(n, p_.n_expert_used) * p_.n_embd);
+    if (p_.n_ff_shexp > 0) shexp_out_.resize(n * p_.n_embd);
     expert_rows_.resize(n * p_.n_expert_used);
     expert_begin_.resize(p_.n_expert + 1);
     expert_next_.resize(p_.n_expert);
@@ -335,6 +336,7 @@ void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
     for (int64_t j = 0; j < k; ++j) order[j] = j;
     std::sort(order, order + k, [&](int64_t a, int64_t b) { return chosen_e_[a] < chosen_e_[b]; });
     for (int64_t j = 0; j < k; ++j) k_.f.axpy(chosen_w_[order[j]], &ye_[order[j] * E], out, E);
+    SharedExpert(w, n, out);
     return;
   }
   for (int64_t c = 0; c < ne; ++c) {
@@ -352,6 +354,22 @@ void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
       const int64_t pair = cursor[b + i];
       k_.f.axpy(chosen_w_[pair], &ye_[i * E], &out[(pair / k) * E], E);
     }
+  }
+  SharedExpert(w, n, out);
+}
+
+// qwen2moe: every token also goes through the shared expert (a SiLU-gated FFN), added to the
+// routed experts' sum with the weight sigmoid(x . shexp_gate_inp).
+void Context::SharedExpert(const LayerWeights& w, int64_t n, float* out) {
+  if (w.shexp_gate_inp == nullptr) return;
+  const int64_t E = p_.n_embd, F = p_.n_ff_shexp;
+  Mul(w.gate_shexp, xn_.data(), n, gate_.data(), F);
+  Mul(w.up_shexp, xn_.data(), n, up_.data(), F);
+  k_.f.silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
+  Mul(w.down_shexp, gate_.data(), n, shexp_out_.data(), E);
+  for (int64_t t = 0; t < n; ++t) {
+    const float g = 1.0f / (1.0f + std::exp(-k_.f.dot(&xn_[t * E], w.shexp_gate_inp, E)));
+    k_.f.axpy(g, &shexp_out_[t * E], &out[t * E], E);
   }
 }
 

@@ -134,6 +134,7 @@ class Context {
   void Mul(const Matrix& m, const float* in, int64_t nt, float* out, int64_t stride);
   void FeedForward(const LayerWeights& w, int64_t n, float* out);
   void MixtureOfExperts(const LayerWeights& w, int64_t n, float* out);
+  void SharedExpert(const LayerWeights& w, int64_t n, float* out);
   void GeluMul(float* gate, const float* up, int64_t n);
   void PlanAttention(const Batch& batch);
   void PlanCells(const Batch& batch, KvCache::Pool pool);
@@ -160,7 +161,7 @@ class Context {
   std::vector<int64_t> cells_, window_cells_;  // per token: its cell in each pool
   // Mixture of experts: router outputs, each token's chosen experts and weights, the tokens of
   // one expert gathered, and its outputs.
-  std::vector<float> router_, chosen_w_, xe_, ye_;
+  std::vector<float> router_, chosen_w_, xe_, ye_, shexp_out_;
   std::vector<int32_t> chosen_e_;
   std::vector<int64_t> expert_order_;  // a decode step's choices by expert id
   std::vector<int64_t> expert_rows_, expert_begin_, expert_next_;

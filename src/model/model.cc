@@ -132,6 +132,12 @@ Status Model::Bind() {
       TANDEM_RETURN_IF_ERROR(b.ExpertsOf(n + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp, p.n_expert, &w.gate_exps));
       TANDEM_RETURN_IF_ERROR(b.ExpertsOf(n + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp, p.n_expert, &w.up_exps));
       TANDEM_RETURN_IF_ERROR(b.ExpertsOf(n + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd, p.n_expert, &w.down_exps));
+      if (p.n_ff_shexp > 0) {
+        TANDEM_RETURN_IF_ERROR(b.VectorOf(n + "ffn_gate_inp_shexp.weight", p.n_embd, &w.shexp_gate_inp));
+        TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_gate_shexp.weight", p.n_embd, p.n_ff_shexp, &w.gate_shexp));
+        TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_up_shexp.weight", p.n_embd, p.n_ff_shexp, &w.up_shexp));
+        TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd, &w.down_shexp));
+      }
     } else {
       TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_gate.weight", p.n_embd, p.n_ff, &w.gate));
       TANDEM_RETURN_IF_ERROR(b.MatrixOf(n + "ffn_up.weight", p.n_embd, p.n_ff, &w.up));
@@ -156,6 +162,7 @@ uint64_t Model::DecodeWeightBytes(int64_t layer_begin, int64_t layer_end, bool h
     if (p.is_moe()) {
       const uint64_t experts = bytes(w.gate_exps.all) + bytes(w.up_exps.all) + bytes(w.down_exps.all);
       total += bytes(w.router) + experts / static_cast<uint64_t>(p.n_expert) * static_cast<uint64_t>(p.n_expert_used);
+      total += bytes(w.gate_shexp) + bytes(w.up_shexp) + bytes(w.down_shexp) + (w.shexp_gate_inp ? vec * p.n_embd : 0);
     } else {
       total += bytes(w.gate) + bytes(w.up) + bytes(w.down);
     }
@@ -192,7 +199,10 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
   };
   for (int64_t l = layer_begin; l < layer_end; ++l) {
     LayerWeights& w = layers[l];
-    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down, &w.router}) add(m, false);
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down, &w.router, &w.gate_shexp, &w.up_shexp,
+                      &w.down_shexp}) {
+      add(m, false);
+    }
     for (Matrix* m : {&w.gate_exps.all, &w.up_exps.all, &w.down_exps.all}) add(m, true);
   }
   if (head) add(&output, false);

@@ -1,4 +1,4 @@
-// Model: the weights of a decoder-only transformer (llama, qwen2, qwen3, gemma3, qwen3moe; see
+// Model: the weights of a decoder-only transformer (llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe; see
 // model/params.h), used in place from the memory-mapped GGUF file, with every tensor's presence,
 // type and shape checked at load.
 //
@@ -55,6 +55,10 @@ struct LayerWeights {
   // [n_embd -> n_ff_exp] x2, [n_ff_exp -> n_embd].
   Matrix router;
   ExpertMatrices gate_exps, up_exps, down_exps;
+  // qwen2moe's shared expert: [n_embd -> n_ff_shexp] x2, [n_ff_shexp -> n_embd], and the vector
+  // whose dot with the token gives its weight through a sigmoid [n_embd].
+  Matrix gate_shexp, up_shexp, down_shexp;
+  const float* shexp_gate_inp = nullptr;
 };
 
 class Model {

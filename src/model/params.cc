@@ -13,10 +13,11 @@ Result<int64_t> Positive(const gguf::GgufFile& f, const std::string& key) {
 
 }  // namespace
 
-const char* const kSupportedArchitectures = "llama, qwen2, qwen3, gemma3, qwen3moe";
+const char* const kSupportedArchitectures = "llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe";
 
 bool IsSupportedArchitecture(std::string_view arch) {
-  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3" || arch == "qwen3moe";
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3" || arch == "qwen3moe" ||
+         arch == "qwen2moe";
 }
 
 float ModelParams::AttentionScale() const {
@@ -28,7 +29,7 @@ Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
   TANDEM_ASSIGN_OR_RETURN(p.arch, f.GetString("general.architecture"));
   if (p.arch == "llama") {
     p.rope_order = RopeOrder::kAdjacent;
-  } else if (p.arch == "qwen2") {
+  } else if (p.arch == "qwen2" || p.arch == "qwen2moe") {
     p.rope_order = RopeOrder::kHalves;
     p.qkv_bias = true;
   } else if (p.arch == "qwen3" || p.arch == "qwen3moe") {
@@ -86,6 +87,17 @@ Result<ModelParams> ReadParams(const gguf::GgufFile& f) {
     TANDEM_ASSIGN_OR_RETURN(p.n_expert_used, Positive(f, a + "expert_used_count"));
     TANDEM_ASSIGN_OR_RETURN(p.n_ff_exp, Positive(f, a + "expert_feed_forward_length"));
     p.expert_weights_norm = true;  // Qwen3-MoE always renormalises the chosen experts' weights
+  }
+  if (p.arch == "qwen2moe") {
+    TANDEM_ASSIGN_OR_RETURN(p.n_expert, Positive(f, a + "expert_count"));
+    TANDEM_ASSIGN_OR_RETURN(p.n_expert_used, Positive(f, a + "expert_used_count"));
+    TANDEM_ASSIGN_OR_RETURN(p.n_ff_exp, Positive(f, a + "expert_feed_forward_length"));
+    // The shared expert's width; files without the key use feed_forward_length.
+    p.n_ff_shexp = f.Find(a + "expert_shared_feed_forward_length")
+                       ? Positive(f, a + "expert_shared_feed_forward_length").value_or(0)
+                       : p.n_ff;
+    if (p.n_ff_shexp <= 0) return Status::Corruption("qwen2moe.expert_shared_feed_forward_length is out of range");
+    p.expert_weights_norm = false;  // Qwen1.5-MoE and Qwen2-MoE keep the softmax's weights
   }
   if (p.arch == "llama" && f.Find(a + "expert_count")) {
     // Mixtral-style: llama attention, experts as wide as feed_forward_length, and a softmax over

@@ -9,6 +9,9 @@
 //            optional final logit soft-cap
 //   qwen3moe qwen3's attention with a mixture-of-experts FFN: a router, the top experts_used of
 //            n_expert SiLU-gated experts per token, their weights renormalised
+//   qwen2moe qwen2's attention with a mixture of experts whose chosen weights are the softmax's
+//            own (not renormalised), plus a shared expert every token goes through, scaled by
+//            sigmoid(x . ffn_gate_inp_shexp)
 //   llama with llama.expert_count (Mixtral): llama's attention, the same experts, each as wide
 //            as feed_forward_length
 //
@@ -37,7 +40,7 @@ enum class FfnActivation {
 };
 
 struct ModelParams {
-  std::string arch;  // "llama", "qwen2", "qwen3", "gemma3", "qwen3moe"
+  std::string arch;  // "llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe"
   int64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t n_vocab = 0, n_ctx_train = 0;
   float rms_eps = 1e-5f;
@@ -55,9 +58,10 @@ struct ModelParams {
   int64_t swa_period = 0;    // layer il is global when il % swa_period == swa_period - 1
   float rope_base_swa = 10000.0f;  // RoPE base of the local layers
   float logit_softcap = 0;   // final logits = c * tanh(logits / c); 0: none
-  // Mixture of experts (qwen3moe).
+  // Mixture of experts (qwen3moe, qwen2moe, Mixtral-style llama).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
   bool expert_weights_norm = false;  // the chosen experts' weights renormalised to sum 1
+  int64_t n_ff_shexp = 0;            // qwen2moe: the shared expert's width (0: no shared expert)
 
   bool is_moe() const { return n_expert > 0; }
   // Whether layer il attends through the sliding window.
@@ -70,7 +74,7 @@ struct ModelParams {
 
 // The architectures (general.architecture) this engine runs, and whether `arch` is one of them.
 // ReadParams refuses every other one with kUnsupported, naming it.
-extern const char* const kSupportedArchitectures;  // "llama, qwen2, qwen3, gemma3, qwen3moe"
+extern const char* const kSupportedArchitectures;  // "llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe"
 bool IsSupportedArchitecture(std::string_view arch);
 
 // Reads and checks the hyperparameters. Unsupported architectures are an error naming them and

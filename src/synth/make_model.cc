@@ -202,6 +202,7 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
     w.Set(a + ".expert_used_count", s.n_expert_used);
     // Mixtral's llama files have no such key: their experts are feed_forward_length wide.
     if (s.architecture != "llama") w.Set(a + ".expert_feed_forward_length", s.n_ff_exp);
+    if (s.n_ff_shexp > 0) w.Set(a + ".expert_shared_feed_forward_length", s.n_ff_shexp);
   }
   AddSyntheticVocab(w, s.n_vocab);
 
@@ -246,7 +247,7 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
     TANDEM_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q_dim));
     TANDEM_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv_dim));
     TANDEM_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv_dim));
-    if (s.architecture == "qwen2") {
+    if (s.architecture == "qwen2" || s.architecture == "qwen2moe") {
       TANDEM_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
       TANDEM_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
       TANDEM_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
@@ -267,6 +268,12 @@ Result<gguf::GgufWriter> BuildModel(const MakeModelOptions& o) {
       TANDEM_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp));
       TANDEM_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp));
       TANDEM_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd));
+      if (s.n_ff_shexp > 0) {  // qwen2moe's shared expert, its gate vector f32 as converted files keep it
+        TANDEM_RETURN_IF_ERROR(bias(p + "ffn_gate_inp_shexp.weight", s.n_embd));
+        TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_gate_shexp.weight", s.n_embd, s.n_ff_shexp));
+        TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_up_shexp.weight", s.n_embd, s.n_ff_shexp));
+        TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_down_shexp.weight", s.n_ff_shexp, s.n_embd));
+      }
     } else {
       TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
       TANDEM_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));

@@ -17,6 +17,8 @@ const std::vector<ModelShape>& KnownShapes() {
       {"gemma-3-27b", "gemma3", 62, 5376, 21504, 32, 16, 128, 262144, 131072, 1e6f, 1e-6f, true, 1024},
       {"mixtral-8x7b", "llama", 32, 4096, 14336, 32, 8, 128, 32000, 32768, 1e6f, 1e-5f, false, 0, 8, 2, 14336},
       {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1e6f, 1e-6f, false, 0, 128, 8, 768},
+      {"qwen1.5-moe-a2.7b", "qwen2moe", 24, 2048, 5632, 16, 16, 128, 151936, 8192, 1e6f, 1e-6f, false, 0, 60, 4, 1408,
+       5632},
   };
   return kShapes;
 }

@@ -15,7 +15,7 @@ namespace tandem::synth {
 
 struct ModelShape {
   std::string_view name;          // "tinyllama-1.1b"
-  std::string_view architecture;  // GGUF general.architecture: "llama", "qwen2", "qwen3", "gemma3", "qwen3moe"
+  std::string_view architecture;  // GGUF general.architecture: "llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe"
   uint32_t n_layer;
   uint32_t n_embd;
   uint32_t n_ff;
@@ -28,7 +28,8 @@ struct ModelShape {
   float rms_eps;
   bool tied_output;  // no output.weight: the head reuses token_embd.weight
   uint32_t sliding_window = 0;  // gemma3: the local layers' window
-  uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe
+  uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe, qwen2moe, Mixtral
+  uint32_t n_ff_shexp = 0;  // qwen2moe: the shared expert's width
 };
 
 const std::vector<ModelShape>& KnownShapes();
