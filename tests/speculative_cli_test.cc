@@ -49,7 +49,11 @@ TEST(SpeculativeCliTest, RunWithEachDrafterWritesThePlainGreedyTextOverZeroOneAn
 TEST(SpeculativeCliTest, BenchReportsAcceptanceAndTokensPerRound) {
   const std::string model = ModelPath("tiny-q8_0.gguf");
   TANDEM_REQUIRE_SHARED(model);
-  RunResult r = RunTandem({"bench", "-m", model, "-p", "0", "-n", "48", "-r", "1", "-t", "1", "--lookup", "--json"});
+  // A fixed length (--draft-min = --draft-max), so that the rounds do not depend on how fast this
+  // machine happens to be (the adaptive length may stop speculating when a busy machine makes the
+  // measured verification cost look high, and then no guess may be accepted in 48 tokens).
+  RunResult r = RunTandem({"bench", "-m", model, "-p", "0", "-n", "48", "-r", "1", "-t", "1", "--lookup", "--draft-min", "4",
+                           "--draft-max", "4", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 1u);

@@ -92,7 +92,7 @@ inline void AddSpeculationFlags(CLI::App* cmd, engine::SpeculationOptions* s) {
                   "Speculate with this draft model (-md; same vocabulary, run on this machine)");
   cmd->add_option("--draft-max,--draft", s->draft_max, "Most guessed tokens per round")
       ->capture_default_str()->check(CLI::Range(1, 64));
-  cmd->add_option("--draft-min", s->draft_min, "Fewest guessed tokens worth a round (fewer: a plain step)")
+  cmd->add_option("--draft-min", s->draft_min, "Fewest guessed tokens worth a round (fewer: a plain step); equal to --draft-max: that many every round")
       ->capture_default_str()->check(CLI::Range(0, 64));
 }
 

@@ -159,6 +159,7 @@ Result<std::unique_ptr<Drafter>> OpenDrafter(const SpeculationOptions& o, const 
 
 int SpeculationTuner::Choose(int limit, bool costly_drafter) {
   const int hi = std::min(max_, limit);
+  if (fixed_) return hi >= min_ ? hi : 0;
   if (hi < min_ || step_s_ <= 0) return 0;  // the first round measures a plain step
   const double row = row_measured_ ? row_s_ : 0.1 * step_s_;
   // A drafter that costs compute: one guess until its cost is measured.

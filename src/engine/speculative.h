@@ -23,6 +23,8 @@
 // yields 1 + a + ... + a^k tokens on average), the measured time of a plain step, the measured extra
 // time per verified row, and the drafter's measured time per guess. k = 0 is a plain step: a round
 // that will not pay is not speculated (no links and failing guesses: no slower than without).
+// With --draft-min equal to --draft-max (and above 0) the length is the user's: every round with
+// guesses takes that many (vLLM's fixed num_speculative_tokens), whatever the measurements say.
 //
 // Thread safety: none; one sequence's rounds at a time.
 #pragma once
@@ -118,7 +120,8 @@ Result<std::unique_ptr<Drafter>> OpenDrafter(const SpeculationOptions& options, 
 // Chooses the number of guesses per round from measurements (see the header comment).
 class SpeculationTuner {
  public:
-  SpeculationTuner(int draft_min, int draft_max) : min_(std::max(1, draft_min)), max_(draft_max) {}
+  SpeculationTuner(int draft_min, int draft_max)
+      : min_(std::max(1, draft_min)), max_(draft_max), fixed_(draft_min > 0 && draft_min == draft_max) {}
   // The number of guesses for the next round, at most `limit` (0: a plain step).
   int Choose(int limit, bool costly_drafter);
   // A round's outcome: k guesses, `accepted` of them accepted, the forward took `seconds`;
@@ -128,6 +131,7 @@ class SpeculationTuner {
 
  private:
   int min_, max_;
+  bool fixed_;                     // --draft-min == --draft-max: always that many
   double alpha_ = 0.5;             // per-guess acceptance (exponential average)
   double step_s_ = 0;              // a plain step (0: not measured yet)
   double row_s_ = 0;               // extra per verified row

@@ -45,6 +45,21 @@ TEST(LookupDrafterTest, GuessesWhatFollowedTheLatestMatch) {
   EXPECT_TRUE(Guess(d, {1, 1}, 0).empty());
 }
 
+// --draft-min equal to --draft-max fixes the length: every round takes that many guesses (the
+// caller's limit permitting), even when every guess fails and a row costs a whole step.
+TEST(SpeculationTunerTest, EqualMinAndMaxFixTheLength) {
+  SpeculationTuner t(4, 4);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(t.Choose(16, i % 2 == 0), 4) << i;
+    t.Record(4, 0, 0.020 * 5, 4, 0.020 * 4);
+  }
+  EXPECT_EQ(t.Choose(3, false), 0);  // fewer than the fixed length left: a plain step
+  SpeculationTuner adaptive(1, 1);    // min 1 = max 1 is fixed too; min 0, max 1 is not
+  EXPECT_EQ(adaptive.Choose(8, false), 1);
+  SpeculationTuner zero(0, 1);
+  EXPECT_EQ(zero.Choose(8, false), 0);  // the first round measures a plain step
+}
+
 TEST(SpeculationTunerTest, SpeculatesWhenGuessesPayAndStopsWhenTheyFail) {
   SpeculationTuner t(0, 16);
   EXPECT_EQ(t.Choose(16, false), 0);  // the first round measures a plain step
