@@ -29,8 +29,8 @@ model::Batch Prompt(int n, int vocab) {
   return b;
 }
 
-// Runs a prompt with logits at every position, then 8 greedy steps; returns every logit and token.
-void RunAll(exec::Executor& e, std::vector<float>* logits, std::vector<int32_t>* tokens) {
+// Runs a prompt with logits at every position, then `steps` greedy steps; returns every logit and token.
+void RunAll(exec::Executor& e, std::vector<float>* logits, std::vector<int32_t>* tokens, int steps = 8) {
   const int64_t V = e.params().n_vocab;
   model::Batch b = Prompt(12, static_cast<int>(V));
   exec::RunOptions o;
@@ -45,7 +45,7 @@ void RunAll(exec::Executor& e, std::vector<float>* logits, std::vector<int32_t>*
   ASSERT_EQ(out.tokens.size(), 12u);  // every marked row sampled
   logits->assign(out.logits, out.logits + out.n_rows * V);
   int32_t pos = 12;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < steps; ++i) {
     tokens->push_back(out.token);
     model::Batch step;
     step.Add(out.token, pos++, 0, true);
@@ -71,9 +71,12 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
     ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
     std::vector<float> want_logits;
     std::vector<int32_t> want_tokens;
+    // 60 steps: past tiny-gemma3's window (16) and rollback margin (32), so every stage's
+    // sliding-window layers drop cells as the single node's do.
+    constexpr int kSteps = 60;
     {
-      exec::LocalExecutor local(*m, 64, 1, /*ubatch=*/5);
-      RunAll(local, &want_logits, &want_tokens);
+      exec::LocalExecutor local(*m, 128, 1, /*ubatch=*/5);
+      RunAll(local, &want_logits, &want_tokens, kSteps);
     }
     for (int nw = 1; nw <= 3; ++nw) {
       SCOPED_TRACE(nw);
@@ -83,7 +86,7 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
         workers.push_back(std::make_unique<TestWorker>());
         o.workers.push_back(workers.back()->addr());
       }
-      o.n_ctx = 64;
+      o.n_ctx = 128;
       o.threads = 1;
       o.ubatch = 5;  // the 12-token prompt travels as 3 micro-batches
       o.log = [](const std::string&) {};
@@ -92,7 +95,7 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
       EXPECT_EQ((*c)->weight_bytes_received(), 0u);
       std::vector<float> got_logits;
       std::vector<int32_t> got_tokens;
-      RunAll(**c, &got_logits, &got_tokens);
+      RunAll(**c, &got_logits, &got_tokens, kSteps);
       EXPECT_EQ(got_tokens, want_tokens);
       ASSERT_EQ(got_logits.size(), want_logits.size());
       size_t diff = 0;
