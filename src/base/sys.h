@@ -56,6 +56,11 @@ int DefaultThreadCount();
 // program runs on ARM64; the kernels ask it only there.
 bool ArmHasDotProd();
 
+// Asks the OS to let this process use Intel AMX tile data (Linux: arch_prctl
+// ARCH_REQ_XCOMP_PERM for XTILEDATA; the permission covers every thread). True when granted;
+// false elsewhere (macOS) or when refused. Ask only where the CPU has AMX; the kernels do.
+bool RequestAmxTiles();
+
 // --- Thread placement ---
 
 // True where threads can be tied to CPUs by number (Linux). macOS places threads by quality of

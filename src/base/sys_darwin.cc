@@ -88,6 +88,8 @@ int DefaultThreadCount() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+bool RequestAmxTiles() { return false; }
+
 bool ArmHasDotProd() {
   // Every Apple Silicon core has it; older macOS releases name it armv8_2_dotprod.
   return SysctlInt("hw.optional.arm.FEAT_DotProd", 0) == 1 ||

@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -93,6 +94,16 @@ int DefaultThreadCount() {
 bool ArmHasDotProd() {
   constexpr unsigned long kHwcapAsimdDp = 1ul << 20;  // HWCAP_ASIMDDP in the arm64 AT_HWCAP word
   return (::getauxval(AT_HWCAP) & kHwcapAsimdDp) != 0;
+}
+
+bool RequestAmxTiles() {
+#ifdef SYS_arch_prctl  // the x86-64 system call; other Linux targets have no such state to ask for
+  constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM (Linux 5.16)
+  constexpr long kXfeatureXtiledata = 18;
+  return ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 bool PlacesThreadsByCpu() { return true; }

@@ -1,5 +1,8 @@
 // CPU feature detection and the choice of kernel table. The only place that asks the CPU.
 #include <mutex>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "base/sys.h"
 #include "kernels/internal.h"
@@ -21,6 +24,8 @@ CpuFeatures Detect() {
   c.avx512vnni = __builtin_cpu_supports("avx512vnni");
   c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   c.avxvnni = __builtin_cpu_supports("avxvnni");
+  unsigned a = 0, b = 0, cx = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &cx, &d)) c.amx_int8 = (d >> 24 & 1) && (d >> 25 & 1);  // AMX-TILE, AMX-INT8
 #elif defined(__aarch64__)
   c.neon = true;  // Advanced SIMD is part of the ARMv8-A base
   c.dotprod = sys::ArmHasDotProd();  // Linux: HWCAP_ASIMDDP; macOS: hw.optional.arm.FEAT_DotProd
@@ -29,8 +34,8 @@ CpuFeatures Detect() {
 }
 
 struct Tables {
-  KernelTable scalar, avx2, avx512, neon, neondot;
-  bool has_avx2 = false, has_avx512 = false, has_neon = false, has_neondot = false;
+  KernelTable scalar, avx2, avx512, amx, neon, neondot;
+  bool has_avx2 = false, has_avx512 = false, has_amx = false, has_neon = false, has_neondot = false;
 };
 
 const Tables& AllTables() {
@@ -48,6 +53,12 @@ const Tables& AllTables() {
       t.avx512 = t.avx2;  // what AVX-512 does not override stays AVX2
       internal::FillAvx512(&t.avx512);
       t.has_avx512 = true;
+    }
+    // AMX needs the OS's permission for the tile state, asked once for the whole process.
+    if (t.has_avx512 && internal::HasAmx() && c.amx_int8 && sys::RequestAmxTiles()) {
+      t.amx = t.avx512;
+      internal::FillAmx(&t.amx);
+      t.has_amx = true;
     }
     if (internal::HasNeon() && c.neon) {
       t.neon = t.scalar;
@@ -71,6 +82,7 @@ const char* IsaName(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAmx: return "avx512-amx";
     case Isa::kNeon: return "neon";
     case Isa::kNeonDot: return "neon-dotprod";
   }
@@ -94,6 +106,7 @@ std::string CpuFeatures::Describe() const {
   add(avx512vnni, "avx512vnni");
   add(avx512bf16, "avx512bf16");
   add(avxvnni, "avxvnni");
+  add(amx_int8, "amx-int8");
   add(neon, "neon");
   add(dotprod, "dotprod");
   return s.empty() ? "none" : s;
@@ -110,6 +123,7 @@ const KernelTable* ForIsa(Isa isa) {
     case Isa::kScalar: return &t.scalar;
     case Isa::kAvx2: return t.has_avx2 ? &t.avx2 : nullptr;
     case Isa::kAvx512: return t.has_avx512 ? &t.avx512 : nullptr;
+    case Isa::kAmx: return t.has_amx ? &t.amx : nullptr;
     case Isa::kNeon: return t.has_neon ? &t.neon : nullptr;
     case Isa::kNeonDot: return t.has_neondot ? &t.neondot : nullptr;
   }
@@ -118,7 +132,7 @@ const KernelTable* ForIsa(Isa isa) {
 
 std::vector<const KernelTable*> Available() {
   std::vector<const KernelTable*> out;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot}) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx, Isa::kNeon, Isa::kNeonDot}) {
     if (const KernelTable* t = ForIsa(i)) out.push_back(t);
   }
   return out;

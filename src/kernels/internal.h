@@ -14,6 +14,8 @@ bool HasAvx2();
 void FillAvx2(KernelTable* t);
 bool HasAvx512();
 void FillAvx512(KernelTable* t);
+bool HasAmx();
+void FillAmx(KernelTable* t);  // over a copy of the AVX-512 table
 bool HasNeon();
 void FillNeon(KernelTable* t);
 bool HasNeonDot();

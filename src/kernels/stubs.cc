@@ -11,6 +11,10 @@ void FillAvx2(KernelTable*) {}
 bool HasAvx512() { return false; }
 void FillAvx512(KernelTable*) {}
 #endif
+#ifndef TANDEM_HAVE_AMX
+bool HasAmx() { return false; }
+void FillAmx(KernelTable*) {}
+#endif
 #ifndef TANDEM_HAVE_NEON
 bool HasNeon() { return false; }
 void FillNeon(KernelTable*) {}

@@ -30,6 +30,9 @@
 
 #include "kernels/interleave.h"
 #include "kernels/internal.h"
+#ifdef TANDEM_X86_VNNI
+#include "kernels/x86_interleaved.h"
+#endif
 #include "quant/quant.h"
 
 namespace tandem::kernels::x86 {
@@ -1180,46 +1183,19 @@ void Rope(float* x, int64_t head_dim, const float* cos, const float* sin, bool n
 // independent integer chains per row), the bias taken out with the activation block's sum, and
 // one FMA with the 16 rows' scales times the activation's. Per activation row the operations are
 // the same for any NA.
-enum class Il { kQ4_0, kQ5_0, kQ8_0 };
-
 template <Il K, int NA>
 void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
-  constexpr bool kNibbles = K != Il::kQ8_0;
-  constexpr int kChunks = kNibbles ? 4 : 8;
-  constexpr int kMaskBytes = K == Il::kQ5_0 ? 64 : 0;
-  constexpr int kBlockBytes = K == Il::kQ4_0 ? 288 : K == Il::kQ5_0 ? 352 : 544;
-  constexpr int32_t kBias = K == Il::kQ4_0 ? 8 : K == Il::kQ5_0 ? 16 : 128;
   const int64_t nb = n / quant::kQK;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   __m512 acc[NA];
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
-  const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = wb + b * kBlockBytes;
-    PrefetchAhead<1, kBlockBytes>(blk);
+    const uint8_t* blk = wb + b * IlBlock<K>::kBytes;
+    PrefetchAhead<1, IlBlock<K>::kBytes>(blk);
     __m512i u[8];
-    if constexpr (kNibbles) {
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const __m512i p = _mm512_loadu_si512(blk + 64 * c);
-        u[c] = _mm512_and_si512(p, low4);                             // elements 4c..4c+3
-        u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(p, 4), low4);  // elements 16+4c..
-      }
-      if constexpr (K == Il::kQ5_0) {
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; ++c) {
-          uint64_t m;
-          std::memcpy(&m, blk + 256 + 8 * c, 8);
-          u[c] = _mm512_mask_add_epi8(u[c], _cvtu64_mask64(m), u[c], sixteen);
-        }
-      }
-    } else {
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) u[c] = _mm512_loadu_si512(blk + 64 * c);  // elements 4c..4c+3
-    }
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * kChunks + kMaskBytes)));
+    UnpackIl<K>(blk, u);
+    const __m512 dw = ScalesIl<K>(blk);
 #pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) {
       const BlockQ8S& y = Row<BlockQ8S>(a, a_stride, r)[b];
@@ -1228,13 +1204,10 @@ void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, f
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
-        // Chunk c of the unpacked weights holds elements 4c'..: for Q4_0, u[c] (c < 4) pairs with
-        // activation group c and u[4 + c] with group 4 + c, as for Q8_0.
         __m512i& s = (c & 1) ? s1 : s0;
         s = _mm512_dpbusd_epi32(s, u[c], _mm512_set1_epi32(q[c]));
       }
-      const __m512i t = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(kBias * y.sum));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(y.d)), acc[r]);
+      acc[r] = AddBlockIl<K>(acc[r], _mm512_add_epi32(s0, s1), y, dw);
     }
   }
 #pragma GCC unroll 8
