@@ -98,7 +98,7 @@ inline constexpr int kTypeSlots = 40;  // covers every TensorType id
 // A group of 16 interleaved weight rows (kernels/interleave.h) dotted with `na` activation rows in
 // the Q8S format, `a_stride` bytes apart: out[r * ldo + j] = row j . a_r for r < na, j < 16.
 // Each (row, activation row) result is computed the same way whatever na (batch invariance).
-// REQUIRES: 1 <= na <= kMaxMultiRows.
+// REQUIRES: 1 <= na <= the table's gemm_interleaved_rows.
 using GemmInterleavedFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out,
                                    int64_t ldo);
 
@@ -113,6 +113,7 @@ struct KernelTable {
   // Interleaved Q4_0 / Q5_0 / Q8_0 weights (null: this table has no such kernel, and weights stay in
   // the file's layout), with their activation quantizer to Q8S.
   GemmInterleavedFn gemm_interleaved[kTypeSlots] = {};
+  int gemm_interleaved_rows = kMaxMultiRows;  // the most activation rows one call takes (AMX: 16)
   quant::QuantizeRowFn quantize_q8s = nullptr;
 
   const TypeKernels& of(TensorType t) const { return types[static_cast<uint32_t>(t)]; }

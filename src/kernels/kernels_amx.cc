@@ -1,5 +1,5 @@
-// The AMX kernel table: the AVX-512 table, with the interleaved Q4_0 / Q5_0 / Q8_0 products of two
-// or more activation rows (prompts, speculative verification, a server's batch) done by Intel AMX
+// The AMX kernel table: the AVX-512 table, with the interleaved Q4_0 / Q5_0 / Q8_0 products of 2 to
+// 16 activation rows (a tile's rows) (prompts, speculative verification, a server's batch) done by Intel AMX
 // tile instructions. Per 32-element block of 16 weight rows: the unpacked weights are an AMX B tile
 // as they are (kernels/interleave.h: lane r of chunk c = row r's elements 4c..4c+3), the
 // activation rows' quants an A tile read in place, and one TDPBSUD (signed activations x unsigned
@@ -67,7 +67,7 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
   alignas(64) uint8_t unpacked[2][8 * 64];
   alignas(64) int32_t sums[2][NA * 16];
   __m512 acc[NA];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   auto weights = [&](const uint8_t* blk, uint8_t* buf) -> const uint8_t* {
 #pragma GCC unroll 16
@@ -84,7 +84,7 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
   };
   auto epilogue = [&](int64_t b, const int32_t* s) __attribute__((always_inline)) {
     const __m512 dw = x86::ScalesIl<K>(wb + b * kBytes);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < NA; ++r) {
       const BlockQ8S& y = reinterpret_cast<const BlockQ8S*>(static_cast<const uint8_t*>(a) + r * a_stride)[b];
       acc[r] = x86::AddBlockIl<K>(acc[r], _mm512_load_si512(s + 16 * r), y, dw);
@@ -115,7 +115,7 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
     _tile_stored(0, sums[0], 64);
     epilogue(b, sums[0]);
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
 
@@ -131,7 +131,15 @@ void GemmAmxAny(int64_t n, const void* w, const void* a, size_t a_stride, int na
     case 5: return GemmAmx<K, 5>(n, w, a, a_stride, out, ldo);
     case 6: return GemmAmx<K, 6>(n, w, a, a_stride, out, ldo);
     case 7: return GemmAmx<K, 7>(n, w, a, a_stride, out, ldo);
-    default: return GemmAmx<K, 8>(n, w, a, a_stride, out, ldo);
+    case 8: return GemmAmx<K, 8>(n, w, a, a_stride, out, ldo);
+    case 9: return GemmAmx<K, 9>(n, w, a, a_stride, out, ldo);
+    case 10: return GemmAmx<K, 10>(n, w, a, a_stride, out, ldo);
+    case 11: return GemmAmx<K, 11>(n, w, a, a_stride, out, ldo);
+    case 12: return GemmAmx<K, 12>(n, w, a, a_stride, out, ldo);
+    case 13: return GemmAmx<K, 13>(n, w, a, a_stride, out, ldo);
+    case 14: return GemmAmx<K, 14>(n, w, a, a_stride, out, ldo);
+    case 15: return GemmAmx<K, 15>(n, w, a, a_stride, out, ldo);
+    default: return GemmAmx<K, 16>(n, w, a, a_stride, out, ldo);
   }
 }
 
@@ -141,6 +149,7 @@ bool HasAmx() { return true; }
 
 void FillAmx(KernelTable* t) {
   t->isa = Isa::kAmx;
+  t->gemm_interleaved_rows = 16;  // a tile's rows
   const TensorType types[3] = {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0};
   for (int i = 0; i < 3; ++i) g_one_row[i] = t->gemm_interleaved[static_cast<uint32_t>(types[i])];
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmAmxAny<Il::kQ4_0>;

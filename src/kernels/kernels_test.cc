@@ -407,6 +407,7 @@ namespace {
 // reference gemm, and a row's result is the same to the bit for every number of activation rows.
 TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
   const int64_t rows = 32, n = 512;
+  constexpr int kRows = 16;  // the most activation rows any table's call takes (AMX: a tile's)
   for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0}) {
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
     const quant::TypeOps& ref = *quant::ReferenceOps(type);
@@ -421,9 +422,9 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
     Interleave(type, w.data(), wi.data(), rows, n);
     // Activations, in Q8S for the interleaved kernels and in Q8_0 for the row dot.
     const size_t s_stride = sizeof(BlockQ8S) * (n / quant::kQK), q_stride = quant::RowBytes(TensorType::kQ8_0, n);
-    std::vector<uint8_t> as(s_stride * kMaxMultiRows), aq(q_stride * kMaxMultiRows);
+    std::vector<uint8_t> as(s_stride * kRows), aq(q_stride * kRows);
     std::vector<double> norms;
-    for (int j = 0; j < kMaxMultiRows; ++j) {
+    for (int j = 0; j < kRows; ++j) {
       std::vector<float> x = Random(n, 2000 + j);
       norms.push_back(Norm(x));
       QuantizeQ8SReference(x.data(), as.data() + j * s_stride, n);
@@ -440,12 +441,12 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       }
     }
     const size_t group = row_bytes * kInterleaveRows;
-    std::vector<float> want(kMaxMultiRows * rows);
+    std::vector<float> want(kRows * rows);
     for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
-      GemmInterleavedReference(type, n, wi.data() + g * group, as.data(), s_stride, kMaxMultiRows,
+      GemmInterleavedReference(type, n, wi.data() + g * group, as.data(), s_stride, kRows,
                                want.data() + g * kInterleaveRows, rows);
     }
-    for (int j = 0; j < kMaxMultiRows; ++j) {
+    for (int j = 0; j < kRows; ++j) {
       for (int64_t r = 0; r < rows; ++r) {
         const float dot = ref.vec_dot(n, w.data() + r * row_bytes, aq.data() + j * q_stride);
         ASSERT_NEAR(want[j * rows + r], dot, 1e-5 * Norm(std::vector<float>(wf.begin() + r * n, wf.begin() + (r + 1) * n)) * norms[j])
@@ -458,15 +459,17 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       if (gemm == nullptr) continue;
       ++tables;
       SCOPED_TRACE(IsaName(t->isa));
-      std::vector<uint8_t> at(s_stride * kMaxMultiRows);
-      for (int j = 0; j < kMaxMultiRows; ++j) {
+      std::vector<uint8_t> at(s_stride * kRows);
+      for (int j = 0; j < kRows; ++j) {
         std::vector<float> x = Random(n, 2000 + j);
         t->quantize_q8s(x.data(), at.data() + j * s_stride, n);
       }
       ASSERT_EQ(std::memcmp(at.data(), as.data(), at.size()), 0) << "the table's Q8S quantizer";
-      std::vector<float> alone(kMaxMultiRows * rows);
-      for (int na = 1; na <= kMaxMultiRows; ++na) {
-        std::vector<float> got(kMaxMultiRows * rows, -1.0f);
+      std::vector<float> alone(kRows * rows);
+      ASSERT_LE(t->gemm_interleaved_rows, kRows);
+      ASSERT_GE(t->gemm_interleaved_rows, kMaxMultiRows);
+      for (int na = 1; na <= t->gemm_interleaved_rows; ++na) {
+        std::vector<float> got(kRows * rows, -1.0f);
         for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
           gemm(n, wi.data() + g * group, at.data(), s_stride, na, got.data() + g * kInterleaveRows, rows);
         }
@@ -495,7 +498,7 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   if (k.gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] == nullptr) GTEST_SKIP() << "no interleaved kernels here";
   ThreadPool pool(2);
   Scratch scratch;
-  const int64_t rows = 96, n = 512, tokens = 11;
+  const int64_t rows = 96, n = 512, tokens = 21;  // more than one call's rows on every table
   for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0}) {
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
     const size_t row_bytes = quant::RowBytes(type, n);

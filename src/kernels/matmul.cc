@@ -84,6 +84,7 @@ void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype,
   if (scratch.act.size() < need) scratch.act.resize(need);
   for (int64_t t = 0; t < n_tokens; ++t) k.quantize_q8s(x + t * cols, scratch.act.data() + t * a_stride, cols);
   const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
+  const int64_t max_rows = k.gemm_interleaved_rows;
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* a = scratch.act.data();
@@ -91,8 +92,8 @@ void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype,
   // is in cache. The 16 outputs of a group go to a row of y directly.
   pool.ParallelFor(rows / kInterleaveRows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxMultiRows) {
-        const int na = static_cast<int>(std::min<int64_t>(kMaxMultiRows, n_tokens - t0));
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += max_rows) {
+        const int na = static_cast<int>(std::min<int64_t>(max_rows, n_tokens - t0));
         gemm(cols, wb + g * group_bytes, a + t0 * a_stride, a_stride, na, y + t0 * y_stride + g * kInterleaveRows,
              y_stride);
       }
