@@ -17,6 +17,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/x86_interleaved.h"
+#include "kernels/x86_prefetch.h"
 
 namespace tandem::kernels::internal {
 namespace {
@@ -70,8 +71,7 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
 #pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   auto weights = [&](const uint8_t* blk, uint8_t* buf) -> const uint8_t* {
-#pragma GCC unroll 16
-    for (int o = 0; o < kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 8192 + o, _MM_HINT_T1);
+    x86::PrefetchAhead<1, kBytes>(blk);  // a small batch reads each weight once, from memory
     if constexpr (K == Il::kQ8_0) {
       return blk;  // the stored bytes are the tile
     } else {
@@ -123,24 +123,8 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
 
 template <Il K>
 void GemmAmxAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  switch (na) {
-    case 1: return g_one_row[static_cast<int>(K)](n, w, a, a_stride, 1, out, ldo);
-    case 2: return GemmAmx<K, 2>(n, w, a, a_stride, out, ldo);
-    case 3: return GemmAmx<K, 3>(n, w, a, a_stride, out, ldo);
-    case 4: return GemmAmx<K, 4>(n, w, a, a_stride, out, ldo);
-    case 5: return GemmAmx<K, 5>(n, w, a, a_stride, out, ldo);
-    case 6: return GemmAmx<K, 6>(n, w, a, a_stride, out, ldo);
-    case 7: return GemmAmx<K, 7>(n, w, a, a_stride, out, ldo);
-    case 8: return GemmAmx<K, 8>(n, w, a, a_stride, out, ldo);
-    case 9: return GemmAmx<K, 9>(n, w, a, a_stride, out, ldo);
-    case 10: return GemmAmx<K, 10>(n, w, a, a_stride, out, ldo);
-    case 11: return GemmAmx<K, 11>(n, w, a, a_stride, out, ldo);
-    case 12: return GemmAmx<K, 12>(n, w, a, a_stride, out, ldo);
-    case 13: return GemmAmx<K, 13>(n, w, a, a_stride, out, ldo);
-    case 14: return GemmAmx<K, 14>(n, w, a, a_stride, out, ldo);
-    case 15: return GemmAmx<K, 15>(n, w, a, a_stride, out, ldo);
-    default: return GemmAmx<K, 16>(n, w, a, a_stride, out, ldo);
-  }
+  if (na == 1) return g_one_row[static_cast<int>(K)](n, w, a, a_stride, 1, out, ldo);
+  x86::WithRows<16>(na, [&](auto rows) { GemmAmx<K, decltype(rows)::value>(n, w, a, a_stride, out, ldo); });
 }
 
 }  // namespace

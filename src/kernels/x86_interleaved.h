@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/interleave.h"
 
@@ -70,6 +71,16 @@ template <Il K>
 __attribute__((always_inline)) inline __m512 AddBlockIl(__m512 acc, __m512i sums, const BlockQ8S& y, __m512 dw) {
   const __m512i t = _mm512_sub_epi32(sums, _mm512_set1_epi32(IlBlock<K>::kBias * y.sum));
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(y.d)), acc);
+}
+
+// Calls f(std::integral_constant<int, na>) for 1 <= na <= kMax (na above kMax: kMax), so that a
+// kernel templated on its number of activation rows can be called with a run-time count.
+template <int kMax, typename F, int N = 1>
+__attribute__((always_inline)) inline void WithRows(int na, F&& f) {
+  if constexpr (N < kMax) {
+    if (na > N) return WithRows<kMax, F, N + 1>(na, static_cast<F&&>(f));
+  }
+  f(std::integral_constant<int, N>{});
 }
 
 #pragma GCC diagnostic pop
