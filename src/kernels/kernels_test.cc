@@ -396,6 +396,7 @@ TEST(KernelsTest, ScalarRopeRotatesTheDocumentedPairs) {
 }  // namespace
 }  // namespace tandem::kernels
 
+#include "base/sys.h"
 #include "kernels/interleave.h"
 #include "kernels/matmul.h"
 
@@ -487,6 +488,14 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
     }
     if (Cpu().avx512vnni) {
       EXPECT_GE(tables, 1) << "no interleaved kernel on a CPU with AVX-512 VNNI";
+    }
+    // Where the CPU has AMX-INT8 and the OS grants the tile state, the AMX table is among those
+    // checked above (not left out unnoticed).
+    if (Cpu().avx512vnni && Cpu().amx_int8 && sys::RequestAmxTiles()) {
+      const KernelTable* amx = ForIsa(Isa::kAmx);
+      ASSERT_NE(amx, nullptr) << "AMX-INT8 granted but no AMX table";
+      EXPECT_EQ(amx->gemm_interleaved_rows, 16);
+      EXPECT_GE(tables, 2);
     }
   }
 }
