@@ -14,6 +14,8 @@ packages=(
   tmux                        # drives `tandem chat` like a person in the tests
   chromium                    # the chat page's test (tests/server/chat_page.mjs), headless
   libicu-dev                  # Unicode categories and regexes for the tokenizers
+  libvulkan-dev glslc         # the GPU backend: Vulkan headers (the loader is opened at run time), GLSL -> SPIR-V
+  mesa-vulkan-drivers         # lavapipe, a Vulkan driver on the CPU: the GPU tests run on it
   libsodium-dev               # the handshake (X25519, HMAC-SHA256) and sealed frames (ChaCha20-Poly1305)
   librust-blake3-dev          # BLAKE3 C sources (Debian 12 has no C library package): model digests
   iproute2                    # network namespaces for multi-host tests

@@ -50,7 +50,7 @@ done
 deps="$dir/deps"
 rm -rf "$deps"
 mkdir -p "$deps/usr/include" "$deps/usr/share/cmake" "$deps/usr/lib"
-for h in CLI nlohmann unicode sodium sodium.h httplib.h; do
+for h in CLI nlohmann unicode sodium sodium.h httplib.h vulkan vk_video; do
   [[ -e /usr/include/$h ]] || { echo "macos-compile-check: /usr/include/$h is missing (run scripts/install-deps.sh)"; exit 1; }
   ln -s "/usr/include/$h" "$deps/usr/include/$h"
 done

@@ -1,0 +1,152 @@
+// gpu: Vulkan compute devices, the buffers on them, and streams of recorded dispatches of
+// tandem's shaders (GLSL in gpu/shaders, compiled to SPIR-V at build time and embedded).
+//
+// A Device is one opened GPU: its queue, its memory, and the compute pipelines of the shaders,
+// built the first time each is used (a shader the driver cannot build is an error of the stream
+// that used it, naming the device and the shader). A Stream records dispatches into one command
+// buffer, every dispatch followed by a barrier, and Submit runs them and waits.
+//
+// Only what MoltenVK offers is used (docs/architecture.md lists it): Vulkan 1.2, 8- and 16-bit
+// storage buffers, push descriptors, no 64-bit atomics. Buffers are bound whole: none is larger
+// than the device's maxStorageBufferRange (DeviceInfo::max_binding_bytes), so callers split
+// larger data (weights by rows) across several.
+//
+// Errors are values: no loader, no driver, out of device memory, a lost device, a shader that
+// fails to build all come back as Status naming the device and what failed.
+//
+// Thread safety: ListDevices and Open may be called from any thread. A Device may be shared by
+// several streams on different threads (submissions to its queue are serialised); one Stream and
+// one Buffer are used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tandem::gpu {
+
+struct DeviceInfo {
+  int index = 0;            // Vulkan<index>
+  std::string name;         // "Vulkan0"
+  std::string description;  // the driver's device name, e.g. "NVIDIA H200" or "llvmpipe (LLVM 15.0.6, 256 bits)"
+  bool software = false;    // a driver that computes on the CPU (lavapipe): never chosen by default
+  uint64_t memory_bytes = 0;        // the largest device-local heap
+  uint64_t max_binding_bytes = 0;   // maxStorageBufferRange
+  uint32_t subgroup_size = 0;
+  // Empty when tandem can use the device, else what it lacks ("no 8-bit storage buffers").
+  std::string unusable;
+};
+
+// Every Vulkan device of this machine, in the loader's order. Unavailable (saying why) when there
+// is no Vulkan loader or driver.
+Result<std::vector<DeviceInfo>> ListDevices();
+
+// The shaders (one pipeline each).
+enum class Kernel : int {
+  kMulF32, kMulF16, kMulBF16, kMulQ4_0, kMulQ4_1, kMulQ5_0, kMulQ5_1, kMulQ8_0,
+  kMulQ2_K, kMulQ3_K, kMulQ4_K, kMulQ5_K, kMulQ6_K,
+  kRmsNorm, kRope, kAdd, kActMul, kKvStoreF16, kKvStoreQ8_0,
+  kAttnF16F16, kAttnF16Q8, kAttnQ8F16, kAttnQ8Q8,  // K type, V type
+  kGather, kSoftcap,
+  kCount
+};
+const char* KernelName(Kernel k);
+
+class Device;
+
+// Memory on a device: device-local (fast for shaders), or host-visible and mapped (for transfers).
+class Buffer {
+ public:
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  uint64_t size() const { return size_; }
+  // The mapping of a host-visible buffer (nullptr for a device-local one).
+  void* mapped() const { return mapped_; }
+
+ private:
+  friend class Device;
+  friend class Stream;
+  Buffer();
+  Device* device_ = nullptr;
+  uint64_t size_ = 0;
+  void* mapped_ = nullptr;
+  struct Handles;
+  std::unique_ptr<Handles> h_;
+};
+
+// A command buffer of one user. Record with Dispatch and Copy, then Submit.
+class Stream {
+ public:
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Starts recording (dropping anything recorded and not submitted).
+  Status Begin();
+  // Runs `k` over groups (gx, gy, gz) with `buffers` at bindings 0, 1, ... and `push` (at most 32
+  // bytes) as its push constants; later commands see its writes.
+  void Dispatch(Kernel k, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+  template <typename P>
+  void Dispatch(Kernel k, std::initializer_list<const Buffer*> buffers, const P& push, uint32_t gx,
+                uint32_t gy = 1, uint32_t gz = 1) {
+    Dispatch(k, buffers, &push, sizeof(P), gx, gy, gz);
+  }
+  // Copies bytes between buffers; later commands see them.
+  void Copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes);
+  // Runs what was recorded and waits for it. The first error of the recording (a pipeline that
+  // did not build) or of the run (a lost device) comes back here.
+  Status Submit();
+
+ private:
+  friend class Device;
+  explicit Stream(Device* d);
+  Device* device_;
+  Status error_;
+  struct Handles;
+  std::unique_ptr<Handles> h_;
+};
+
+class Device {
+ public:
+  // Opens Vulkan<index>. InvalidArgument when there is no such device, Unsupported when it lacks
+  // what tandem needs (DeviceInfo::unusable), Unavailable without Vulkan.
+  static Result<std::unique_ptr<Device>> Open(int index);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+
+  // `bytes` (> 0, at most info().max_binding_bytes) of device-local or host-visible memory.
+  // ResourceExhausted naming the device and `what` when it does not fit.
+  Result<std::unique_ptr<Buffer>> NewBuffer(uint64_t bytes, bool host_visible, const std::string& what);
+  // Copies host bytes into a buffer (through a staging buffer for a device-local one) and waits.
+  Status Upload(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);
+  // Copies a buffer's bytes to the host and waits.
+  Status Download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
+  Result<std::unique_ptr<Stream>> NewStream();
+
+  // Bytes of device memory this Device has allocated now.
+  uint64_t allocated_bytes() const { return allocated_; }
+
+ private:
+  friend class Buffer;
+  friend class Stream;
+  Device();
+  // The pipeline of `k`, built on first use.
+  Status Pipeline(Kernel k, void** pipeline, void** layout);
+  Status Transfer(Buffer& host, const Buffer& device_buf, uint64_t offset, uint64_t bytes, bool to_device);
+
+  DeviceInfo info_;
+  uint64_t allocated_ = 0;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::gpu

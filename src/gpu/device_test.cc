@@ -1,0 +1,168 @@
+// The Vulkan device layer on this machine's driver (lavapipe in CI, installed by
+// scripts/install-deps.sh): devices are listed, errors are values, and the matrix products of
+// every weight type give what the quantization's own dequantized rows give.
+#include "gpu/device.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "quant/quant.h"
+
+namespace tandem::gpu {
+namespace {
+
+std::unique_ptr<Device> OpenFirst() {
+  Result<std::vector<DeviceInfo>> devices = ListDevices();
+  EXPECT_TRUE(devices.ok()) << devices.status().ToString();
+  if (!devices.ok()) return nullptr;
+  for (const DeviceInfo& d : *devices) {
+    if (!d.unusable.empty()) continue;
+    Result<std::unique_ptr<Device>> dev = Device::Open(d.index);
+    EXPECT_TRUE(dev.ok()) << dev.status().ToString();
+    if (dev.ok()) return std::move(*dev);
+  }
+  ADD_FAILURE() << "no usable Vulkan device (install mesa-vulkan-drivers: scripts/install-deps.sh)";
+  return nullptr;
+}
+
+TEST(GpuDeviceTest, ListsDevicesWithTheirLimits) {
+  Result<std::vector<DeviceInfo>> devices = ListDevices();
+  ASSERT_TRUE(devices.ok()) << devices.status().ToString();
+  ASSERT_FALSE(devices->empty());
+  for (const DeviceInfo& d : *devices) {
+    EXPECT_EQ(d.name, "Vulkan" + std::to_string(d.index));
+    EXPECT_FALSE(d.description.empty());
+    EXPECT_GT(d.max_binding_bytes, 0u);
+    EXPECT_GT(d.subgroup_size, 0u);
+    std::printf("%s: %s, %llu MiB, binding %llu MiB, subgroup %u%s%s\n", d.name.c_str(), d.description.c_str(),
+                static_cast<unsigned long long>(d.memory_bytes >> 20),
+                static_cast<unsigned long long>(d.max_binding_bytes >> 20), d.subgroup_size,
+                d.software ? ", software" : "", d.unusable.empty() ? "" : (" - unusable: " + d.unusable).c_str());
+  }
+}
+
+TEST(GpuDeviceTest, ErrorsAreValues) {
+  Result<std::unique_ptr<Device>> none = Device::Open(1000);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("Vulkan1000"), std::string::npos) << none.status().ToString();
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  // One binding cannot span more than maxStorageBufferRange: refused, naming what wanted it.
+  Result<std::unique_ptr<Buffer>> big = dev->NewBuffer(dev->info().max_binding_bytes + 1, false, "a test tensor");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("a test tensor"), std::string::npos) << big.status().ToString();
+  // A dispatch with the wrong number of buffers is an error of the stream, not a crash.
+  Result<std::unique_ptr<Buffer>> b = dev->NewBuffer(256, false, "x");
+  ASSERT_TRUE(b.ok());
+  Result<std::unique_ptr<Stream>> s = dev->NewStream();
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Begin().ok());
+  const uint32_t push[2] = {64, 1};
+  (*s)->Dispatch(Kernel::kAdd, {b->get()}, push, 1);
+  EXPECT_FALSE((*s)->Submit().ok());
+}
+
+TEST(GpuDeviceTest, UploadAndDownloadRoundTrip) {
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  std::vector<uint8_t> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + (i >> 9));
+  Result<std::unique_ptr<Buffer>> b = dev->NewBuffer(data.size() + 64, false, "round trip");
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(dev->Upload(**b, 64, data.data(), data.size()).ok());
+  std::vector<uint8_t> back(data.size());
+  ASSERT_TRUE(dev->Download(**b, 64, back.data(), back.size()).ok());
+  EXPECT_EQ(back, data);
+}
+
+struct MulPush {
+  uint32_t row_base, cols, nt, x_stride, y_stride, y_offset, row_bytes;
+};
+
+Kernel MulKernel(quant::TensorType t) {
+  using quant::TensorType;
+  switch (t) {
+    case TensorType::kF32: return Kernel::kMulF32;
+    case TensorType::kF16: return Kernel::kMulF16;
+    case TensorType::kBF16: return Kernel::kMulBF16;
+    case TensorType::kQ4_0: return Kernel::kMulQ4_0;
+    case TensorType::kQ4_1: return Kernel::kMulQ4_1;
+    case TensorType::kQ5_0: return Kernel::kMulQ5_0;
+    case TensorType::kQ5_1: return Kernel::kMulQ5_1;
+    case TensorType::kQ8_0: return Kernel::kMulQ8_0;
+    case TensorType::kQ2_K: return Kernel::kMulQ2_K;
+    case TensorType::kQ3_K: return Kernel::kMulQ3_K;
+    case TensorType::kQ4_K: return Kernel::kMulQ4_K;
+    case TensorType::kQ5_K: return Kernel::kMulQ5_K;
+    default: return Kernel::kMulQ6_K;
+  }
+}
+
+// Every weight type: rows of random values quantized by the reference, times 1, 5 and 11
+// token rows (one workgroup takes 8), against the dot products of the dequantized rows (double).
+TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
+  using quant::TensorType;
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  Result<std::unique_ptr<Stream>> stream = dev->NewStream();
+  ASSERT_TRUE(stream.ok());
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  const int64_t rows = 37, cols = 512;
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ4_0, TensorType::kQ4_1,
+                       TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ2_K, TensorType::kQ3_K,
+                       TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    const quant::TypeOps* ops = quant::ReferenceOps(t);
+    ASSERT_NE(ops, nullptr);
+    SCOPED_TRACE(KernelName(MulKernel(t)));
+    const size_t row_bytes = quant::RowBytes(t, cols);
+    std::vector<uint8_t> w(rows * row_bytes);
+    std::vector<float> deq(rows * cols), src(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : src) v = normal(rng);
+      ops->quantize_row(src.data(), &w[r * row_bytes], cols);
+      ops->dequantize_row(&w[r * row_bytes], &deq[r * cols], cols);
+    }
+    for (uint32_t nt : {1u, 5u, 11u}) {
+      std::vector<float> x(nt * cols);
+      for (float& v : x) v = normal(rng);
+      auto wb = dev->NewBuffer(w.size(), false, "w");
+      auto xb = dev->NewBuffer(x.size() * 4, false, "x");
+      // Outputs go to columns 3.. of rows 2 floats wider than the matrix (the strides and
+      // offsets the forward pass uses).
+      const uint32_t y_stride = rows + 5;
+      auto yb = dev->NewBuffer(nt * y_stride * 4, true, "y");
+      ASSERT_TRUE(wb.ok() && xb.ok() && yb.ok());
+      ASSERT_TRUE(dev->Upload(**wb, 0, w.data(), w.size()).ok());
+      ASSERT_TRUE(dev->Upload(**xb, 0, x.data(), x.size() * 4).ok());
+      std::fill_n(static_cast<float*>((*yb)->mapped()), nt * y_stride, -1.0f);
+      ASSERT_TRUE((*stream)->Begin().ok());
+      // Two dispatches of the rows (the split the forward pass makes past 65535 rows).
+      const uint32_t first = 20;
+      MulPush p{0, static_cast<uint32_t>(cols), nt, static_cast<uint32_t>(cols), y_stride, 3,
+                static_cast<uint32_t>(row_bytes)};
+      (*stream)->Dispatch(MulKernel(t), {wb->get(), xb->get(), yb->get()}, p, first, (nt + 7) / 8);
+      p.row_base = first;
+      (*stream)->Dispatch(MulKernel(t), {wb->get(), xb->get(), yb->get()}, p, rows - first, (nt + 7) / 8);
+      ASSERT_TRUE((*stream)->Submit().ok());
+      const float* y = static_cast<const float*>((*yb)->mapped());
+      for (uint32_t tk = 0; tk < nt; ++tk) {
+        EXPECT_EQ(y[tk * y_stride + 2], -1.0f);  // nothing written outside the outputs
+        for (int64_t r = 0; r < rows; ++r) {
+          double want = 0, mag = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            want += static_cast<double>(deq[r * cols + c]) * x[tk * cols + c];
+            mag += std::fabs(static_cast<double>(deq[r * cols + c]) * x[tk * cols + c]);
+          }
+          ASSERT_NEAR(y[tk * y_stride + 3 + r], want, 1e-5 * mag + 1e-6) << "token " << tk << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::gpu

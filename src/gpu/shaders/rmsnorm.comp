@@ -1,0 +1,34 @@
+// y[row] = x[row] / sqrt(mean(x[row]^2) + eps) * w, one workgroup per row (group x). In place
+// when x and y are the same buffer: each thread writes only the elements it read.
+#version 450
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer W { float w[]; };
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Push {
+  uint len;
+  uint x_stride;
+  uint y_stride;
+  float eps;
+} p;
+
+shared float red[64];
+
+void main() {
+  const uint row = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  float ss = 0.0;
+  for (uint i = tid; i < p.len; i += 64) {
+    const float v = x[row * p.x_stride + i];
+    ss += v * v;
+  }
+  red[tid] = ss;
+  barrier();
+  for (uint s = 32; s > 0; s >>= 1) {
+    if (tid < s) red[tid] += red[tid + s];
+    barrier();
+  }
+  const float inv = 1.0 / sqrt(red[0] / float(p.len) + p.eps);
+  for (uint i = tid; i < p.len; i += 64) y[row * p.y_stride + i] = x[row * p.x_stride + i] * inv * w[i];
+}
