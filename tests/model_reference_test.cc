@@ -181,7 +181,24 @@ struct RunSpec {
   // Compute from weights copied into memory (the default --no-mmap), where Q4_0 and Q8_0 matrices
   // take the interleaved layout when the CPU's kernels have it; else from the file map.
   bool copied = false;
+  // Every layer and the head on the GPU (model/gpu_layers.h), llama.cpp's -ngl 99.
+  bool gpu = false;
 };
+
+// The first usable Vulkan device (lavapipe in CI), opened once for every test here.
+std::shared_ptr<gpu::Device> TestGpu() {
+  static std::shared_ptr<gpu::Device> device = []() -> std::shared_ptr<gpu::Device> {
+    Result<std::vector<gpu::DeviceInfo>> list = gpu::ListDevices();
+    if (!list.ok()) return nullptr;
+    for (const gpu::DeviceInfo& d : *list) {
+      if (!d.unusable.empty()) continue;
+      Result<std::unique_ptr<gpu::Device>> dev = gpu::Device::Open(d.index);
+      if (dev.ok()) return std::shared_ptr<gpu::Device>(std::move(*dev));
+    }
+    return nullptr;
+  }();
+  return device;
+}
 
 // Runs every reference file of the spec's variants; models whose head size the options do not
 // fit (a q8_0 cache needs multiples of 32) are skipped.
@@ -208,12 +225,25 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     ASSERT_TRUE(m.has_value());
     if (!model::CheckContextOptions(m->params(), spec.options).ok()) continue;
     if (spec.copied) ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
+    model::ContextOptions options = spec.options;
+    if (spec.gpu) {
+      options.device = TestGpu();
+      ASSERT_NE(options.device, nullptr) << "no usable Vulkan device (scripts/install-deps.sh installs lavapipe)";
+      options.gpu_layers = m->params().n_layer;
+      const std::string refusal = model::GpuRefusal(m->params(), options.type_k, options.type_v);
+      if (!refusal.empty() && m->params().is_moe()) {
+        std::printf("SKIP %s: the GPU path refuses it (%s)\n", model_name.c_str(), refusal.c_str());
+        continue;
+      }
+    }
     const std::vector<int32_t> tokens = j["prompt_tokens"].get<std::vector<int32_t>>();
     const std::vector<std::vector<float>> ref = j["logits"].get<std::vector<std::vector<float>>>();
     const int64_t n_vocab = j["n_vocab"];
     ASSERT_EQ(n_vocab, m->params().n_vocab);
 
-    model::Context ctx(*m, 256, 2, spec.options);
+    model::Context ctx(*m, 256, 2, options);
+    ASSERT_TRUE(ctx.status().ok()) << ctx.status().ToString();
+    ASSERT_EQ(ctx.gpu_layers(), spec.gpu ? m->params().n_layer : 0);
     std::vector<int32_t> experts;
     ctx.set_expert_log(&experts);
     model::Batch batch;
@@ -288,8 +318,10 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     ++checked;
   }
   // Every file of the variants (fa0: 10 float, 25 quantized); a q8_0 cache leaves out the two
-  // 260K models (head sizes 8 and 16), 4 float files.
-  const int per_variant = float_models ? (cache_changed ? 6 : 10) : 25;
+  // 260K models (head sizes 8 and 16), 4 float files. The GPU path leaves out the mixture-of-experts
+  // files (2 float, 4 quantized), printed above.
+  int per_variant = float_models ? (cache_changed ? 6 : 10) : 25;
+  if (spec.gpu) per_variant -= float_models ? 2 : 4;
   EXPECT_GE(checked, per_variant);
 }
 
@@ -356,6 +388,40 @@ TEST(ModelReferenceTest, Q8CacheFlashAttentionKl) {
   TANDEM_REQUIRE_SHARED(SharedDir() / "reference/logits");
   ForEachReference(/*float_models=*/true, /*check_argmax=*/false, Q8CacheSpec(true));
   ForEachReference(/*float_models=*/false, /*check_argmax=*/false, Q8CacheSpec(true));
+}
+
+// The GPU path (every layer and the head on the first Vulkan device: lavapipe in CI) within the
+// same bounds, standard and flash attention, F16 and Q8_0 caches.
+RunSpec GpuSpec(bool flash, quant::TensorType cache) {
+  RunSpec spec;
+  spec.gpu = true;
+  spec.options.flash_attn = flash;
+  spec.options.type_k = spec.options.type_v = cache;
+  if (flash) spec.variants = {".fa0.", ".fa1."};
+  spec.quantized_bounds_for_all = cache == quant::TensorType::kQ8_0;
+  return spec;
+}
+
+TEST(ModelReferenceTest, GpuFloatModelsLogitsArgmaxAndGreedyTokens) {
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/logits");
+  ForEachReference(/*float_models=*/true, /*check_argmax=*/true, GpuSpec(false, quant::TensorType::kF16));
+}
+
+TEST(ModelReferenceTest, GpuQuantizedModelsKlAndArgmax) {
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/logits");
+  ForEachReference(/*float_models=*/false, /*check_argmax=*/true, GpuSpec(false, quant::TensorType::kF16));
+}
+
+TEST(ModelReferenceTest, GpuFlashAttention) {
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/logits");
+  ForEachReference(/*float_models=*/true, /*check_argmax=*/true, GpuSpec(true, quant::TensorType::kF16));
+  ForEachReference(/*float_models=*/false, /*check_argmax=*/true, GpuSpec(true, quant::TensorType::kF16));
+}
+
+TEST(ModelReferenceTest, GpuQ8CacheKl) {
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/logits");
+  ForEachReference(/*float_models=*/true, /*check_argmax=*/false, GpuSpec(false, quant::TensorType::kQ8_0));
+  ForEachReference(/*float_models=*/false, /*check_argmax=*/false, GpuSpec(true, quant::TensorType::kQ8_0));
 }
 
 // Logits of every batch, in order, from a fresh context with `options`.

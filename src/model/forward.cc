@@ -35,6 +35,11 @@ std::vector<bool> WindowLayers(const ModelParams& p, int64_t begin, int64_t end,
   return w;
 }
 
+// Layers of a range of `range` layers that go to the GPU.
+int64_t GpuLayerCount(const ContextOptions& o, int64_t range) {
+  return o.device != nullptr ? std::clamp<int64_t>(o.gpu_layers, 0, range) : 0;
+}
+
 }  // namespace
 
 Status CheckContextOptions(const ModelParams& params, const ContextOptions& options) {
@@ -49,10 +54,11 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
       k_(kernels::Best()),
       layer_begin_(layer_begin),
       layer_end_(layer_end < 0 ? model.params().n_layer : layer_end),
+      host_end_(layer_end_ - GpuLayerCount(options_, layer_end_ - layer_begin_)),
       pool_(n_threads),
       cache_(layer_end_ - layer_begin_, n_ctx, model.params().kv_dim(), options_.type_k, options_.type_v,
              WindowLayers(model.params(), layer_begin_, layer_end_, options_), model.params().n_swa,
-             WindowCells(model.params(), n_ctx)) {
+             WindowCells(model.params(), n_ctx), host_end_ - layer_begin_) {
   const int64_t half = p_.head_dim / 2;
   rope_inv_freq_.resize(half);
   rope_inv_freq_local_.resize(half);
@@ -88,6 +94,24 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
   for (KvCache::Pool pool : {KvCache::kFull, KvCache::kWindow}) {
     cell_plans_[pool].seq_cells.resize(cache_.capacity(pool));
     cell_plans_[pool].seq_pos.resize(cache_.capacity(pool));
+  }
+  if (host_end_ < layer_end_) {
+    GpuLayers::Config g;
+    g.layer_begin = host_end_;
+    g.layer_end = layer_end_;
+    g.head = is_last();
+    g.cache_layer0 = host_end_ - layer_begin_;
+    g.type_k = options_.type_k;
+    g.type_v = options_.type_v;
+    g.cells[KvCache::kFull] = cache_.capacity(KvCache::kFull);
+    g.cells[KvCache::kWindow] = cache_.capacity(KvCache::kWindow);
+    for (int64_t il = host_end_; il < layer_end_; ++il) g.window.push_back(cache_.pool_of(il - layer_begin_) == KvCache::kWindow);
+    Result<std::unique_ptr<GpuLayers>> gpu = GpuLayers::Create(options_.device, model, g);
+    if (gpu.ok()) {
+      gpu_ = std::move(*gpu);
+    } else {
+      gpu_status_ = gpu.status();
+    }
   }
 }
 
@@ -149,6 +173,7 @@ Status Context::Embed(const Batch& b) {
 
 Status Context::Forward(const Batch& b, const float* hidden_in) {
   const int64_t n = b.size();
+  if (!gpu_status_.ok()) return gpu_status_;
   if (n == 0) return Status::InvalidArgument("empty batch");
   const bool embed = hidden_in == nullptr;
   if (embed && !is_first()) {
@@ -167,11 +192,79 @@ Status Context::Forward(const Batch& b, const float* hidden_in) {
   }
   TANDEM_RETURN_IF_ERROR(cache_.Allocate(b.seq.data(), b.pos.data(), n, cells_.data(), window_cells_.data()));
   PlanAttention(b);
-  for (int64_t il = layer_begin_; il < layer_end_; ++il) {
+  for (int64_t il = layer_begin_; il < host_end_; ++il) {
     Layer(il, b, cache_.pool_of(il - layer_begin_) == KvCache::kWindow ? window_cells_.data() : cells_.data());
   }
   n_logits_ = 0;
-  if (is_last()) Head(b);
+  if (gpu_ != nullptr) {
+    Status st = RunGpu(b);
+    if (!st.ok()) {
+      // No cell of the batch stays claimed: each sequence from its lowest position in it.
+      for (int32_t seq : plan_seqs_) {
+        int32_t low = INT32_MAX;
+        for (int64_t t = 0; t < n; ++t) {
+          if (b.seq[t] == seq) low = std::min(low, b.pos[t]);
+        }
+        cache_.Truncate(seq, low);
+      }
+      return st;
+    }
+  } else if (is_last()) {
+    Head(b);
+  }
+  return Status::Ok();
+}
+
+// The batch as the GPU layers see it: each token's cells, each pool's cells by sequence and
+// position with each token's part of them, the RoPE angles, the rows wanting logits.
+Status Context::RunGpu(const Batch& b) {
+  const int64_t n = b.size(), D = p_.head_dim, half = D / 2;
+  if (cache_.capacity(KvCache::kWindow) > 0) TANDEM_RETURN_IF_ERROR(gpu_->GrowWindow(cache_.capacity(KvCache::kWindow)));
+  GpuBatch g;
+  g.n = n;
+  for (int pool = 0; pool < 2; ++pool) {
+    if (pool == KvCache::kWindow && !cache_.has_window()) continue;
+    const int64_t* cells = pool == KvCache::kFull ? cells_.data() : window_cells_.data();
+    const CellPlan& cp = cell_plans_[pool];
+    gpu_cells_[pool].assign(cells, cells + n);
+    const int64_t listed = cp.seq_begin.back();
+    gpu_seq_cells_[pool].assign(cp.seq_cells.begin(), cp.seq_cells.begin() + listed);
+    gpu_tok_[pool].resize(3 * n);
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t k = std::lower_bound(plan_seqs_.begin(), plan_seqs_.end(), b.seq[t]) - plan_seqs_.begin();
+      gpu_tok_[pool][3 * t] = static_cast<int32_t>(cp.seq_begin[k]);
+      gpu_tok_[pool][3 * t + 1] = static_cast<int32_t>(cp.tok_start[t]);
+      gpu_tok_[pool][3 * t + 2] = static_cast<int32_t>(cp.tok_len[t]);
+    }
+    g.cells[pool] = gpu_cells_[pool].data();
+    g.seq_cells[pool] = &gpu_seq_cells_[pool];
+    g.tok[pool] = &gpu_tok_[pool];
+  }
+  gpu_cs_.resize(n * D);
+  gpu_cs_local_.resize(n * D);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float theta = static_cast<float>(b.pos[t]) * rope_inv_freq_[i];
+      gpu_cs_[t * D + i] = std::cos(theta);
+      gpu_cs_[t * D + half + i] = std::sin(theta);
+      const float local = static_cast<float>(b.pos[t]) * rope_inv_freq_local_[i];
+      gpu_cs_local_[t * D + i] = std::cos(local);
+      gpu_cs_local_[t * D + half + i] = std::sin(local);
+    }
+  }
+  g.rope_cs = gpu_cs_.data();
+  g.rope_cs_local = gpu_cs_local_.data();
+  gpu_logit_rows_.clear();
+  if (is_last()) {
+    for (int64_t t = 0; t < n; ++t) {
+      if (b.logits[t]) gpu_logit_rows_.push_back(static_cast<int32_t>(t));
+    }
+    if (logits_.size() < gpu_logit_rows_.size() * p_.n_vocab) logits_.resize(gpu_logit_rows_.size() * p_.n_vocab);
+  }
+  g.logit_rows = gpu_logit_rows_.data();
+  g.n_logits = static_cast<int64_t>(gpu_logit_rows_.size());
+  TANDEM_RETURN_IF_ERROR(gpu_->Forward(g, x_.data(), logits_.data()));
+  n_logits_ = g.n_logits;
   return Status::Ok();
 }
 

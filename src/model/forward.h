@@ -37,6 +37,8 @@
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "gpu/device.h"
+#include "model/gpu_layers.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -65,6 +67,10 @@ struct ContextOptions {
   // Sliding-window layers keep every cell, as global layers do (llama.cpp's --swa-full), instead
   // of only those their window still reaches (model/kv_cache.h).
   bool swa_full = false;
+  // The last `gpu_layers` layers of the context's range (all, when it is larger), and on the last
+  // stage the output head, run on `device` (model/gpu_layers.h); none without a device.
+  std::shared_ptr<gpu::Device> device;
+  int64_t gpu_layers = 0;
 };
 
 // Ok if a Context of `model` can use `options` (InvalidArgument saying why not otherwise).
@@ -90,6 +96,12 @@ class Context {
   // fills logits(); any other stage leaves the output hidden states in hidden().
   // On error no cache cell stays claimed.
   Status Forward(const Batch& batch, const float* hidden_in);
+
+  // Ok, or why the GPU part could not be set up (out of device memory, a refused layer); then
+  // every Forward returns it.
+  const Status& status() const { return gpu_status_; }
+  // Layers of the range on the GPU.
+  int64_t gpu_layers() const { return layer_end_ - host_end_; }
 
   const float* logits() const { return logits_.data(); }
   int64_t n_logits() const { return n_logits_; }
@@ -142,12 +154,15 @@ class Context {
   void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, const CellPlan& plan, bool local);
   void Head(const Batch& batch);
   void Reserve(int64_t n);
+  Status RunGpu(const Batch& batch);
+
 
   const Model& model_;
   const ModelParams& p_;
   const ContextOptions options_;
   const kernels::KernelTable& k_;
   int64_t layer_begin_, layer_end_;
+  int64_t host_end_;  // layers [layer_begin_, host_end_) on the CPU, the rest on the GPU
   ThreadPool pool_;
   KvCache cache_;
   kernels::Scratch scratch_;
@@ -183,6 +198,12 @@ class Context {
   std::vector<const void*> att_kp_, att_vp_;
   std::vector<float> logits_;
   int64_t n_logits_ = 0;
+
+  // The GPU layers, and their view of each batch (GpuBatch).
+  std::unique_ptr<GpuLayers> gpu_;
+  Status gpu_status_;
+  std::vector<int32_t> gpu_cells_[2], gpu_seq_cells_[2], gpu_tok_[2], gpu_logit_rows_;
+  std::vector<float> gpu_cs_, gpu_cs_local_;
 };
 
 }  // namespace tandem::model

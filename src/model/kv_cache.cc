@@ -38,7 +38,8 @@ bool WindowKeepsPrefix(const ModelParams& p, int64_t from, int64_t seen) {
 }
 
 KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim, quant::TensorType type_k,
-                 quant::TensorType type_v, std::vector<bool> window, int64_t n_swa, int64_t window_cells)
+                 quant::TensorType type_v, std::vector<bool> window, int64_t n_swa, int64_t window_cells,
+                 int64_t host_layers)
     : n_layer_(n_layer),
       n_ctx_(n_ctx),
       kv_dim_(kv_dim),
@@ -51,12 +52,17 @@ KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim, quant::TensorTy
       index_(static_cast<size_t>(n_layer)) {
   if (n_swa_ <= 0) window_.clear();
   window_.resize(static_cast<size_t>(n_layer), false);
-  for (int64_t l = 0; l < n_layer; ++l) index_[l] = pools_[pool_of(l)].n_layer++;
+  if (host_layers < 0 || host_layers > n_layer) host_layers = n_layer;
+  for (int64_t l = 0; l < n_layer; ++l) {
+    Cells& c = pools_[pool_of(l)];
+    ++c.n_layer;
+    index_[l] = l < host_layers ? c.n_host++ : -1;
+  }
   pools_[kFull].cap = n_ctx;
   pools_[kWindow].cap = pools_[kWindow].n_layer > 0 ? std::clamp<int64_t>(window_cells, 1, n_ctx) : 0;
   for (Cells& c : pools_) {
-    c.k.resize(static_cast<size_t>(c.n_layer * c.cap) * k_row_bytes_);
-    c.v.resize(static_cast<size_t>(c.n_layer * c.cap) * v_row_bytes_);
+    c.k.resize(static_cast<size_t>(c.n_host * c.cap) * k_row_bytes_);
+    c.v.resize(static_cast<size_t>(c.n_host * c.cap) * v_row_bytes_);
     c.seq.assign(static_cast<size_t>(c.cap), -1);
     c.pos.assign(static_cast<size_t>(c.cap), -1);
   }
@@ -103,8 +109,8 @@ Status KvCache::Grow(int64_t cap) {
   Cells& c = pools_[kWindow];
   try {
     for (auto [rows, row_bytes] : {std::pair{&c.k, k_row_bytes_}, std::pair{&c.v, v_row_bytes_}}) {
-      std::vector<uint8_t> wider(static_cast<size_t>(c.n_layer * cap) * row_bytes);
-      for (int64_t l = 0; l < c.n_layer; ++l) {
+      std::vector<uint8_t> wider(static_cast<size_t>(c.n_host * cap) * row_bytes);
+      for (int64_t l = 0; l < c.n_host; ++l) {
         std::copy_n(rows->begin() + static_cast<ptrdiff_t>(l * c.cap * row_bytes), c.high * row_bytes,
                     wider.begin() + static_cast<ptrdiff_t>(l * cap * row_bytes));
       }

@@ -54,11 +54,13 @@ bool WindowKeepsPrefix(const ModelParams& p, int64_t from, int64_t seen);
 class KvCache {
  public:
   // `window[l]` (empty: none) says whether cache layer l is a sliding-window layer of `n_swa`.
+  // Layers from `host_layers` on (-1: none) keep their rows on a GPU (model/gpu_layers.h): this
+  // cache only places their cells, and k() / v() must not be called for them.
   // REQUIRES: CheckKvCacheTypes(type_k, type_v, head_dim) is ok for the model's head_dim.
   KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim,
           quant::TensorType type_k = quant::TensorType::kF16,
           quant::TensorType type_v = quant::TensorType::kF16, std::vector<bool> window = {},
-          int64_t n_swa = 0, int64_t window_cells = 0);
+          int64_t n_swa = 0, int64_t window_cells = 0, int64_t host_layers = -1);
 
   int64_t n_layer() const { return n_layer_; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -94,13 +96,14 @@ class KvCache {
   uint8_t* v(int64_t layer, int64_t cell) { return Row(pools_[pool_of(layer)].v, layer, cell, v_row_bytes_); }
   size_t k_row_bytes() const { return k_row_bytes_; }
   size_t v_row_bytes() const { return v_row_bytes_; }
-  // Bytes of keys and values allocated now.
+  // Bytes of keys and values allocated now (in host memory).
   uint64_t bytes() const;
 
  private:
   struct Cells {
     int64_t n_layer = 0, cap = 0;  // layers of this pool, cells per layer
-    std::vector<uint8_t> k, v;     // [n_layer][cap] rows
+    int64_t n_host = 0;            // of them, those whose rows are here
+    std::vector<uint8_t> k, v;     // [n_host][cap] rows
     std::vector<int32_t> seq, pos;  // seq -1: free
     int64_t used = 0, high = 0;
   };

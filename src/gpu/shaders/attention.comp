@@ -3,7 +3,7 @@
 // query, then a running max and sum (the accumulator rescaled when the max grows), each thread
 // owning head_dim / 32 output values. K and V are F16 or Q8_0 (-DK_Q8_0, -DV_Q8_0).
 // tok[3t .. 3t+2]: where the token's sequence's cells start in `cells` (by position), the first
-// of them it attends to (its window's start on a sliding-window layer, else 0), and how many
+// of them a sliding-window layer attends to (its window's start), and how many
 // (those at positions <= its own).
 #version 450
 #include "common.glsl"
@@ -22,6 +22,7 @@ layout(push_constant) uniform Push {
   uint k_row_bytes;
   uint v_row_bytes;
   float scale;
+  uint windowed;  // a sliding-window layer: start at each token's window
 } p;
 
 #define MAX_DIM 256
@@ -59,7 +60,7 @@ void main() {
   const uint t = gl_WorkGroupID.x, h = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint D = p.head_dim, kv_head = h / p.group, qo = t * p.q_dim + h * D;
   for (uint d = tid; d < D; d += 32) qv[d] = q[qo + d] * p.scale;
-  const int first = tok[3 * t], start = tok[3 * t + 1], len = tok[3 * t + 2];
+  const int first = tok[3 * t], start = p.windowed != 0 ? tok[3 * t + 1] : 0, len = tok[3 * t + 2];
   float acc[MAX_DIM / 32];
   for (uint k = 0; k < MAX_DIM / 32; ++k) acc[k] = 0.0;
   float m = -1.0 / 0.0, l = 0.0;

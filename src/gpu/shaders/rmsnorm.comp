@@ -1,4 +1,4 @@
-// y[row] = x[row] / sqrt(mean(x[row]^2) + eps) * w, one workgroup per row (group x). In place
+// y[row] = x[row] / sqrt(mean(x[row]^2) + eps) * w, one workgroup per row (group x, from row0). In place
 // when x and y are the same buffer: each thread writes only the elements it read.
 #version 450
 #include "common.glsl"
@@ -12,12 +12,13 @@ layout(push_constant) uniform Push {
   uint x_stride;
   uint y_stride;
   float eps;
+  uint row0;  // first row of this dispatch
 } p;
 
 shared float red[64];
 
 void main() {
-  const uint row = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  const uint row = p.row0 + gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   float ss = 0.0;
   for (uint i = tid; i < p.len; i += 64) {
     const float v = x[row * p.x_stride + i];

@@ -1,0 +1,406 @@
+#include "model/gpu_layers.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tandem::model {
+
+using gpu::Buffer;
+using gpu::Kernel;
+using quant::TensorType;
+
+namespace {
+
+// Groups per dispatch dimension every Vulkan device takes (maxComputeWorkGroupCount's minimum).
+constexpr int64_t kMaxGroups = 65535;
+// Tokens per workgroup of the matrix product (mul.comp's NT).
+constexpr int64_t kMulTokens = 8;
+
+bool MulKernel(TensorType t, Kernel* k) {
+  switch (t) {
+    case TensorType::kF32: *k = Kernel::kMulF32; return true;
+    case TensorType::kF16: *k = Kernel::kMulF16; return true;
+    case TensorType::kBF16: *k = Kernel::kMulBF16; return true;
+    case TensorType::kQ4_0: *k = Kernel::kMulQ4_0; return true;
+    case TensorType::kQ4_1: *k = Kernel::kMulQ4_1; return true;
+    case TensorType::kQ5_0: *k = Kernel::kMulQ5_0; return true;
+    case TensorType::kQ5_1: *k = Kernel::kMulQ5_1; return true;
+    case TensorType::kQ8_0: *k = Kernel::kMulQ8_0; return true;
+    case TensorType::kQ2_K: *k = Kernel::kMulQ2_K; return true;
+    case TensorType::kQ3_K: *k = Kernel::kMulQ3_K; return true;
+    case TensorType::kQ4_K: *k = Kernel::kMulQ4_K; return true;
+    case TensorType::kQ5_K: *k = Kernel::kMulQ5_K; return true;
+    case TensorType::kQ6_K: *k = Kernel::kMulQ6_K; return true;
+    default: return false;
+  }
+}
+
+struct MulPush {
+  uint32_t row_base, cols, nt, x_stride, y_stride, y_offset, row_bytes;
+};
+struct NormPush {
+  uint32_t len, x_stride, y_stride;
+  float eps;
+  uint32_t row0;
+};
+struct RopePush {
+  uint32_t head_dim, stride, halves;
+};
+struct AddPush {
+  uint32_t n, b_len;
+};
+struct ActPush {
+  uint32_t n, gelu;
+};
+struct StorePush {
+  uint32_t kv_dim, row_bytes;
+};
+struct AttnPush {
+  uint32_t q_dim, head_dim, group, k_row_bytes, v_row_bytes;
+  float scale;
+  uint32_t windowed;
+};
+struct GatherPush {
+  uint32_t len;
+};
+struct SoftcapPush {
+  uint32_t n;
+  float cap;
+};
+
+// A matrix in device memory: its rows split into parts no larger than one binding.
+struct GpuMatrix {
+  Kernel kernel = Kernel::kMulF32;
+  int64_t rows = 0, cols = 0;
+  size_t row_bytes = 0;
+  struct Part {
+    std::unique_ptr<Buffer> buf;
+    int64_t first = 0, rows = 0;
+  };
+  std::vector<Part> parts;
+};
+
+struct GpuLayer {
+  std::unique_ptr<Buffer> attn_norm, bq, bk, bv, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
+  GpuMatrix wq, wk, wv, wo, gate, up, down;
+  std::unique_ptr<Buffer> k_cache, v_cache;
+  int pool = 0;        // KvCache::Pool of its cells
+  bool local = false;  // a sliding-window layer (its RoPE base and window)
+};
+
+// Groups of at most kMaxGroups: calls f(first, count) per slice of n.
+template <typename F>
+void Slices(int64_t n, F f) {
+  for (int64_t first = 0; first < n; first += kMaxGroups) f(first, std::min(kMaxGroups, n - first));
+}
+
+}  // namespace
+
+std::string GpuRefusal(const ModelParams& p, TensorType type_k, TensorType type_v) {
+  if (p.is_moe()) return "mixture-of-experts layers do not run on the GPU yet";
+  if (p.head_dim > 256) return "head size " + std::to_string(p.head_dim) + " is above the GPU attention's 256";
+  for (TensorType t : {type_k, type_v}) {
+    if (t != TensorType::kF16 && t != TensorType::kQ8_0) return "the GPU keeps its KV cache in f16 or q8_0";
+  }
+  return "";
+}
+
+struct GpuLayers::Impl {
+  std::shared_ptr<gpu::Device> dev;
+  const Model& model;
+  const ModelParams& p;
+  Config cfg;
+  std::vector<GpuLayer> layers;
+  std::unique_ptr<Buffer> output_norm;
+  GpuMatrix output;
+  std::unique_ptr<gpu::Stream> stream;
+  Kernel attn_kernel = Kernel::kAttnF16F16;
+  Kernel store_k = Kernel::kKvStoreF16, store_v = Kernel::kKvStoreF16;
+  size_t k_row_bytes = 0, v_row_bytes = 0;
+  int64_t window_cells = 0;
+  // Activations (device-local) for up to `reserved` tokens, and the batch's inputs and outputs
+  // (host-visible).
+  int64_t reserved = 0, logit_rows_cap = 0;
+  std::unique_ptr<Buffer> x, xn, q, k, v, att, gate, up, tmp, logits;
+  std::unique_ptr<Buffer> in_x, cs, cs_local, cells[2], seq_cells[2], tok[2], logit_rows, out;
+
+  Impl(std::shared_ptr<gpu::Device> d, const Model& m, Config c)
+      : dev(std::move(d)), model(m), p(m.params()), cfg(std::move(c)) {}
+
+  const std::string& name() const { return dev->info().name; }
+
+  Result<std::unique_ptr<Buffer>> Vector(const float* data, int64_t n, const std::string& what) {
+    if (data == nullptr) return std::unique_ptr<Buffer>();
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> b, dev->NewBuffer(n * sizeof(float), false, what));
+    TANDEM_RETURN_IF_ERROR(dev->Upload(*b, 0, data, n * sizeof(float)));
+    return b;
+  }
+
+  Status UploadMatrix(const Matrix& m, const std::string& what, GpuMatrix* out) {
+    if (m.interleaved) {
+      return Status::Internal(what + " is in the CPU's interleaved layout; a GPU layer needs the file's");
+    }
+    if (!MulKernel(m.type, &out->kernel)) {
+      return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.type)));
+    }
+    out->rows = m.rows;
+    out->cols = m.cols;
+    out->row_bytes = quant::RowBytes(m.type, m.cols);
+    const int64_t per_part = std::max<int64_t>(1, static_cast<int64_t>(dev->info().max_binding_bytes / out->row_bytes));
+    for (int64_t first = 0; first < m.rows; first += per_part) {
+      GpuMatrix::Part part;
+      part.first = first;
+      part.rows = std::min(per_part, m.rows - first);
+      const uint64_t bytes = static_cast<uint64_t>(part.rows) * out->row_bytes;
+      TANDEM_ASSIGN_OR_RETURN(part.buf, dev->NewBuffer(bytes, false, what));
+      TANDEM_RETURN_IF_ERROR(
+          dev->Upload(*part.buf, 0, static_cast<const uint8_t*>(m.data) + first * out->row_bytes, bytes));
+      out->parts.push_back(std::move(part));
+    }
+    return Status::Ok();
+  }
+
+  static Status Ensure(gpu::Device& d, std::unique_ptr<Buffer>& b, uint64_t bytes, bool host, const char* what) {
+    bytes = std::max<uint64_t>(bytes, 16);
+    if (b != nullptr && b->size() >= bytes) return Status::Ok();
+    b.reset();
+    TANDEM_ASSIGN_OR_RETURN(b, d.NewBuffer(bytes, host, what));
+    return Status::Ok();
+  }
+
+  Status Reserve(int64_t n, int64_t n_logits) {
+    gpu::Device& d = *dev;
+    if (n > reserved) {
+      const uint64_t f = sizeof(float);
+      const int64_t ff = std::max<int64_t>(p.n_ff, 1);
+      TANDEM_RETURN_IF_ERROR(Ensure(d, x, n * p.n_embd * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, xn, n * p.n_embd * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, tmp, n * p.n_embd * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, q, n * p.q_dim() * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, att, n * p.q_dim() * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, k, n * p.kv_dim() * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, v, n * p.kv_dim() * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, gate, n * ff * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, up, n * ff * f, false, "activations"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, in_x, n * p.n_embd * f, true, "the batch's input"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, cs, n * p.head_dim * f, true, "the batch's input"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, cs_local, n * p.head_dim * f, true, "the batch's input"));
+      for (int pool = 0; pool < 2; ++pool) {
+        TANDEM_RETURN_IF_ERROR(Ensure(d, cells[pool], n * 4, true, "the batch's input"));
+        TANDEM_RETURN_IF_ERROR(Ensure(d, tok[pool], n * 12, true, "the batch's input"));
+      }
+      TANDEM_RETURN_IF_ERROR(Ensure(d, logit_rows, n * 4, true, "the batch's input"));
+      TANDEM_RETURN_IF_ERROR(Ensure(d, out, n * p.n_embd * f, true, "the batch's output"));
+      reserved = n;
+    }
+    if (cfg.head && n_logits > 0) {
+      // The logits of as many rows as fit in one binding per pass (Forward loops over passes).
+      const int64_t row_bytes = p.n_vocab * static_cast<int64_t>(sizeof(float));
+      const int64_t rows = std::min<int64_t>(n_logits, static_cast<int64_t>(d.info().max_binding_bytes) / row_bytes);
+      if (rows < 1) return Status::Unsupported(name() + ": one row of logits does not fit in one binding");
+      if (rows > logit_rows_cap) {
+        TANDEM_RETURN_IF_ERROR(Ensure(d, logits, rows * row_bytes, false, "logits"));
+        std::unique_ptr<Buffer> o;
+        TANDEM_RETURN_IF_ERROR(Ensure(d, o, std::max<uint64_t>(rows * row_bytes, n * p.n_embd * sizeof(float)),
+                                      true, "the batch's output"));
+        out = std::move(o);
+        logit_rows_cap = rows;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // y (nt rows, y_stride apart, starting at column y_col) = m times x (nt rows of x_stride).
+  void Mul(const GpuMatrix& m, const Buffer& xb, int64_t nt, int64_t x_stride, const Buffer& yb, int64_t y_stride,
+           int64_t y_col = 0) {
+    for (const GpuMatrix::Part& part : m.parts) {
+      Slices(part.rows, [&](int64_t first, int64_t rows) {
+        const MulPush push{static_cast<uint32_t>(first), static_cast<uint32_t>(m.cols), static_cast<uint32_t>(nt),
+                           static_cast<uint32_t>(x_stride), static_cast<uint32_t>(y_stride),
+                           static_cast<uint32_t>(y_col + part.first), static_cast<uint32_t>(m.row_bytes)};
+        stream->Dispatch(m.kernel, {part.buf.get(), &xb, &yb}, push, static_cast<uint32_t>(rows),
+                         static_cast<uint32_t>((nt + kMulTokens - 1) / kMulTokens));
+      });
+    }
+  }
+  // Rows of `len` floats, in place when xb is yb.
+  void Norm(const Buffer& xb, const Buffer& w, const Buffer& yb, int64_t rows, int64_t len) {
+    Slices(rows, [&](int64_t first, int64_t count) {
+      const NormPush push{static_cast<uint32_t>(len), static_cast<uint32_t>(len), static_cast<uint32_t>(len),
+                          p.rms_eps, static_cast<uint32_t>(first)};
+      stream->Dispatch(Kernel::kRmsNorm, {&xb, &w, &yb}, push, static_cast<uint32_t>(count));
+    });
+  }
+  void Add(const Buffer& a, const Buffer& b, int64_t n, int64_t b_len) {
+    const AddPush push{static_cast<uint32_t>(n), static_cast<uint32_t>(b_len)};
+    stream->Dispatch(Kernel::kAdd, {&a, &b}, push, static_cast<uint32_t>(std::min<int64_t>((n + 255) / 256, kMaxGroups)));
+  }
+
+  void Layer(const GpuLayer& w, int64_t n) {
+    const int64_t E = p.n_embd, D = p.head_dim, qd = p.q_dim(), kvd = p.kv_dim();
+    Norm(*x, *w.attn_norm, *xn, n, E);
+    Mul(w.wq, *xn, n, E, *q, qd);
+    Mul(w.wk, *xn, n, E, *k, kvd);
+    Mul(w.wv, *xn, n, E, *v, kvd);
+    if (w.bq != nullptr) {
+      Add(*q, *w.bq, n * qd, qd);
+      Add(*k, *w.bk, n * kvd, kvd);
+      Add(*v, *w.bv, n * kvd, kvd);
+    }
+    if (w.q_norm != nullptr) {
+      Norm(*q, *w.q_norm, *q, n * p.n_head, D);
+      Norm(*k, *w.k_norm, *k, n * p.n_head_kv, D);
+    }
+    const Buffer& angles = w.local ? *cs_local : *cs;
+    const uint32_t halves = p.rope_order == RopeOrder::kHalves ? 1 : 0;
+    stream->Dispatch(Kernel::kRope, {q.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(qd), halves},
+                     static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head));
+    stream->Dispatch(Kernel::kRope, {k.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(kvd), halves},
+                     static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head_kv));
+    stream->Dispatch(store_k, {k.get(), cells[w.pool].get(), w.k_cache.get()},
+                     StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(k_row_bytes)}, static_cast<uint32_t>(n));
+    stream->Dispatch(store_v, {v.get(), cells[w.pool].get(), w.v_cache.get()},
+                     StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(v_row_bytes)}, static_cast<uint32_t>(n));
+    const AttnPush ap{static_cast<uint32_t>(qd), static_cast<uint32_t>(D), static_cast<uint32_t>(p.n_head / p.n_head_kv),
+                      static_cast<uint32_t>(k_row_bytes), static_cast<uint32_t>(v_row_bytes), p.AttentionScale(),
+                      w.local ? 1u : 0u};
+    stream->Dispatch(attn_kernel, {q.get(), w.k_cache.get(), w.v_cache.get(), seq_cells[w.pool].get(), tok[w.pool].get(),
+                                   att.get()},
+                     ap, static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head));
+    Mul(w.wo, *att, n, qd, *xn, E);
+    if (w.post_attn_norm != nullptr) Norm(*xn, *w.post_attn_norm, *xn, n, E);
+    Add(*x, *xn, n * E, n * E);
+
+    Norm(*x, *w.ffn_norm, *xn, n, E);
+    Mul(w.gate, *xn, n, E, *gate, p.n_ff);
+    Mul(w.up, *xn, n, E, *up, p.n_ff);
+    const ActPush act{static_cast<uint32_t>(n * p.n_ff), p.ffn_act == FfnActivation::kGelu ? 1u : 0u};
+    stream->Dispatch(Kernel::kActMul, {gate.get(), up.get()}, act,
+                     static_cast<uint32_t>(std::min<int64_t>((n * p.n_ff + 255) / 256, kMaxGroups)));
+    Mul(w.down, *gate, n, p.n_ff, *tmp, E);
+    if (w.post_ffn_norm != nullptr) Norm(*tmp, *w.post_ffn_norm, *tmp, n, E);
+    Add(*x, *tmp, n * E, n * E);
+  }
+};
+
+GpuLayers::GpuLayers(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuLayers::~GpuLayers() = default;
+
+Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device> device, const Model& model,
+                                                     const Config& config) {
+  const ModelParams& p = model.params();
+  const std::string refusal = GpuRefusal(p, config.type_k, config.type_v);
+  if (!refusal.empty()) return Status::Unsupported(device->info().name + ": " + refusal);
+  auto impl = std::make_unique<Impl>(std::move(device), model, config);
+  Impl& im = *impl;
+  TANDEM_ASSIGN_OR_RETURN(im.stream, im.dev->NewStream());
+  const bool kq8 = config.type_k == TensorType::kQ8_0, vq8 = config.type_v == TensorType::kQ8_0;
+  im.attn_kernel = kq8 ? (vq8 ? Kernel::kAttnQ8Q8 : Kernel::kAttnQ8F16) : (vq8 ? Kernel::kAttnF16Q8 : Kernel::kAttnF16F16);
+  im.store_k = kq8 ? Kernel::kKvStoreQ8_0 : Kernel::kKvStoreF16;
+  im.store_v = vq8 ? Kernel::kKvStoreQ8_0 : Kernel::kKvStoreF16;
+  im.k_row_bytes = quant::RowBytes(config.type_k, p.kv_dim());
+  im.v_row_bytes = quant::RowBytes(config.type_v, p.kv_dim());
+  im.window_cells = config.cells[1];
+  for (int64_t il = config.layer_begin; il < config.layer_end; ++il) {
+    const LayerWeights& lw = model.layers[il];
+    const std::string at = "layer " + std::to_string(il) + " ";
+    GpuLayer g;
+    const int64_t E = p.n_embd, D = p.head_dim;
+    TANDEM_ASSIGN_OR_RETURN(g.attn_norm, im.Vector(lw.attn_norm, E, at + "attn_norm"));
+    TANDEM_ASSIGN_OR_RETURN(g.bq, im.Vector(lw.bq, p.q_dim(), at + "attn_q.bias"));
+    TANDEM_ASSIGN_OR_RETURN(g.bk, im.Vector(lw.bk, p.kv_dim(), at + "attn_k.bias"));
+    TANDEM_ASSIGN_OR_RETURN(g.bv, im.Vector(lw.bv, p.kv_dim(), at + "attn_v.bias"));
+    TANDEM_ASSIGN_OR_RETURN(g.q_norm, im.Vector(lw.q_norm, D, at + "attn_q_norm"));
+    TANDEM_ASSIGN_OR_RETURN(g.k_norm, im.Vector(lw.k_norm, D, at + "attn_k_norm"));
+    TANDEM_ASSIGN_OR_RETURN(g.post_attn_norm, im.Vector(lw.post_attn_norm, E, at + "post_attention_norm"));
+    TANDEM_ASSIGN_OR_RETURN(g.ffn_norm, im.Vector(lw.ffn_norm, E, at + "ffn_norm"));
+    TANDEM_ASSIGN_OR_RETURN(g.post_ffn_norm, im.Vector(lw.post_ffn_norm, E, at + "post_ffw_norm"));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wq, at + "attn_q", &g.wq));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wk, at + "attn_k", &g.wk));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wv, at + "attn_v", &g.wv));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wo, at + "attn_output", &g.wo));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.gate, at + "ffn_gate", &g.gate));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.up, at + "ffn_up", &g.up));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.down, at + "ffn_down", &g.down));
+    g.pool = config.window[il - config.layer_begin] ? 1 : 0;
+    g.local = p.IsLocalLayer(il);
+    const int64_t cells = config.cells[g.pool];
+    TANDEM_ASSIGN_OR_RETURN(g.k_cache, im.dev->NewBuffer(cells * im.k_row_bytes, false, at + "K cache"));
+    TANDEM_ASSIGN_OR_RETURN(g.v_cache, im.dev->NewBuffer(cells * im.v_row_bytes, false, at + "V cache"));
+    im.layers.push_back(std::move(g));
+  }
+  if (config.head) {
+    TANDEM_ASSIGN_OR_RETURN(im.output_norm, im.Vector(model.output_norm, p.n_embd, "output_norm"));
+    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(model.output, "output", &im.output));
+  }
+  return std::unique_ptr<GpuLayers>(new GpuLayers(std::move(impl)));
+}
+
+Status GpuLayers::GrowWindow(int64_t cells) {
+  Impl& im = *impl_;
+  if (cells <= im.window_cells) return Status::Ok();
+  for (GpuLayer& g : im.layers) {
+    if (g.pool != 1) continue;
+    for (auto [cache, row_bytes] : {std::pair{&g.k_cache, im.k_row_bytes}, std::pair{&g.v_cache, im.v_row_bytes}}) {
+      TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> wider, im.dev->NewBuffer(cells * row_bytes, false, "a grown window cache"));
+      TANDEM_RETURN_IF_ERROR(im.stream->Begin());
+      im.stream->Copy(**cache, 0, *wider, 0, (*cache)->size());
+      TANDEM_RETURN_IF_ERROR(im.stream->Submit());
+      *cache = std::move(wider);
+    }
+  }
+  im.window_cells = cells;
+  return Status::Ok();
+}
+
+Status GpuLayers::Forward(const GpuBatch& b, float* x, float* logits) {
+  Impl& im = *impl_;
+  const ModelParams& p = im.p;
+  const int64_t n = b.n, E = p.n_embd;
+  TANDEM_RETURN_IF_ERROR(im.Reserve(n, b.n_logits));
+  // The batch's inputs.
+  std::memcpy(im.in_x->mapped(), x, n * E * sizeof(float));
+  std::memcpy(im.cs->mapped(), b.rope_cs, n * p.head_dim * sizeof(float));
+  if (b.rope_cs_local != nullptr) std::memcpy(im.cs_local->mapped(), b.rope_cs_local, n * p.head_dim * sizeof(float));
+  for (int pool = 0; pool < 2; ++pool) {
+    if (b.cells[pool] == nullptr) continue;
+    std::memcpy(im.cells[pool]->mapped(), b.cells[pool], n * sizeof(int32_t));
+    std::memcpy(im.tok[pool]->mapped(), b.tok[pool]->data(), n * 3 * sizeof(int32_t));
+    const std::vector<int32_t>& sc = *b.seq_cells[pool];
+    TANDEM_RETURN_IF_ERROR(Impl::Ensure(*im.dev, im.seq_cells[pool], sc.size() * sizeof(int32_t), true, "the batch's input"));
+    std::memcpy(im.seq_cells[pool]->mapped(), sc.data(), sc.size() * sizeof(int32_t));
+  }
+  TANDEM_RETURN_IF_ERROR(im.stream->Begin());
+  im.stream->Copy(*im.in_x, 0, *im.x, 0, n * E * sizeof(float));
+  for (const GpuLayer& g : im.layers) im.Layer(g, n);
+  if (!im.cfg.head) {
+    im.stream->Copy(*im.x, 0, *im.out, 0, n * E * sizeof(float));
+    TANDEM_RETURN_IF_ERROR(im.stream->Submit());
+    std::memcpy(x, im.out->mapped(), n * E * sizeof(float));
+    return Status::Ok();
+  }
+  // The head, on the marked rows, as many per pass as one binding of logits holds.
+  if (b.n_logits == 0) return im.stream->Submit();
+  const int64_t V = p.n_vocab;
+  for (int64_t first = 0; first < b.n_logits; first += im.logit_rows_cap) {
+    const int64_t rows = std::min(im.logit_rows_cap, b.n_logits - first);
+    if (first > 0) TANDEM_RETURN_IF_ERROR(im.stream->Begin());
+    std::memcpy(im.logit_rows->mapped(), b.logit_rows + first, rows * sizeof(int32_t));
+    im.stream->Dispatch(Kernel::kGather, {im.x.get(), im.logit_rows.get(), im.xn.get()},
+                        GatherPush{static_cast<uint32_t>(E)}, static_cast<uint32_t>(rows));
+    im.Norm(*im.xn, *im.output_norm, *im.xn, rows, E);
+    im.Mul(im.output, *im.xn, rows, E, *im.logits, V);
+    if (p.logit_softcap > 0) {
+      im.stream->Dispatch(Kernel::kSoftcap, {im.logits.get()}, SoftcapPush{static_cast<uint32_t>(rows * V), p.logit_softcap},
+                          static_cast<uint32_t>(std::min<int64_t>((rows * V + 255) / 256, kMaxGroups)));
+    }
+    im.stream->Copy(*im.logits, 0, *im.out, 0, rows * V * sizeof(float));
+    TANDEM_RETURN_IF_ERROR(im.stream->Submit());
+    std::memcpy(logits + first * V, im.out->mapped(), rows * V * sizeof(float));
+  }
+  return Status::Ok();
+}
+
+uint64_t GpuLayers::device_bytes() const { return impl_->dev->allocated_bytes(); }
+
+}  // namespace tandem::model

@@ -1,0 +1,80 @@
+// GpuLayers: the last layers of a Context's range, and the output head on the last stage, run on
+// a Vulkan device (gpu/device.h), llama.cpp's -ngl offload.
+//
+// At creation the weights of those layers are uploaded once into device-local memory (a matrix
+// larger than one binding can span is split by rows) and their KV cache is allocated there; the
+// host keeps no copy of those cache rows (model/kv_cache.h's host_layers). Per batch the Context
+// places the tokens' cells and plans attention as for its CPU layers (the same cells, so a
+// truncation or a dropped window cell means the same thing on both), and GpuLayers records the
+// layers' dispatches into one command buffer: the stage's input rows (hidden states) go up, and
+// only its output (hidden states, or the logits of the marked tokens) comes back.
+//
+// The forward steps are those of model/forward.h: RMSNorm, Q/K/V products (+ biases, per-head
+// norms), RoPE (angles computed on the host, as the CPU path computes them), K and V stored in
+// the cache (F16 or Q8_0), attention over the cells of each token's sequence (flash style, with
+// its online softmax, whichever algorithm ContextOptions names), output product (+ its norm),
+// residual; RMSNorm, SiLU- or GELU-gated FFN (+ its norm), residual. Mixture-of-experts layers
+// are not on the GPU yet: a Context refuses to place them there.
+//
+// Thread safety: one Forward at a time (the Context's rule).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "gpu/device.h"
+#include "model/model.h"
+
+namespace tandem::model {
+
+// Why layers [begin, end) of `params` cannot run on a GPU (empty: they can).
+std::string GpuRefusal(const ModelParams& params, quant::TensorType type_k, quant::TensorType type_v);
+
+// A batch as the GPU layers see it, built by the Context from its attention plan.
+struct GpuBatch {
+  int64_t n = 0;  // tokens
+  const int32_t* cells[2] = {nullptr, nullptr};  // per token: its cell in the full and window pools
+  // Per pool (model/kv_cache.h): the cells of the batch's sequences by position, and per token
+  // three ints: where its sequence's cells start there, the first it attends to on a
+  // sliding-window layer, and how many it attends to (positions <= its own).
+  const std::vector<int32_t>* seq_cells[2] = {nullptr, nullptr};
+  const std::vector<int32_t>* tok[2] = {nullptr, nullptr};
+  const float* rope_cs = nullptr;        // [n][head_dim]: cos then sin of each token's angles
+  const float* rope_cs_local = nullptr;  // the same with the sliding-window layers' base
+  const int32_t* logit_rows = nullptr;   // the tokens whose logits are wanted (last stage)
+  int64_t n_logits = 0;
+};
+
+class GpuLayers {
+ public:
+  struct Config {
+    int64_t layer_begin = 0, layer_end = 0;  // model layers on the GPU
+    bool head = false;                       // and the output norm and head
+    int64_t cache_layer0 = 0;                // the KV cache's layer index of layer_begin
+    quant::TensorType type_k = quant::TensorType::kF16, type_v = quant::TensorType::kF16;
+    int64_t cells[2] = {0, 0};               // cells per layer of the full and window pools
+    std::vector<bool> window;                // per GPU layer: its cells are in the window pool
+  };
+  // Uploads the weights and allocates the cache. Errors name the device and what did not fit.
+  // REQUIRES: GpuRefusal(...) is empty; the matrices are in the file's layout (not interleaved).
+  static Result<std::unique_ptr<GpuLayers>> Create(std::shared_ptr<gpu::Device> device, const Model& model,
+                                                   const Config& config);
+  ~GpuLayers();
+
+  // Runs the batch: `x` holds its n rows of n_embd input hidden states and receives the output
+  // ones; with the head, `logits` receives n_logits rows of n_vocab instead.
+  Status Forward(const GpuBatch& batch, float* x, float* logits);
+  // The window pool grew to `cells` per layer (model/kv_cache.h): its rows are kept.
+  Status GrowWindow(int64_t cells);
+
+  // Bytes of device memory held (weights, cache, activations).
+  uint64_t device_bytes() const;
+
+ private:
+  struct Impl;
+  explicit GpuLayers(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::model
