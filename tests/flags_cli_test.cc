@@ -150,3 +150,46 @@ TEST(FlagsCliTest, ChatStopString) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// --list-devices (llama.cpp's): the CPU and every Vulkan device (lavapipe in CI), no model needed.
+TEST(FlagsCliTest, ListDevices) {
+  RunResult r = RunTandem({"--list-devices"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("CPU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Vulkan0: "), std::string::npos) << r.out << " (scripts/install-deps.sh installs lavapipe)";
+}
+
+// --device Vulkan0 -ngl 99 (llama.cpp's spellings): every layer and the head on the GPU give
+// llama2.c's exact greedy text of stories260K; the default (a software driver only) runs on the
+// CPU and says so in one line; a device that does not exist is an error naming it.
+TEST(FlagsCliTest, DeviceAndGpuLayers) {
+  const std::string m = Model("stories260K.gguf");
+  TANDEM_REQUIRE_SHARED(m);
+  RunResult gpu = RunTandem({"run", "-m", m, "-n", "200", "--temp", "0", "-dev", "Vulkan0", "-ngl", "99"});
+  ASSERT_EQ(gpu.code, 0) << gpu.err;
+  EXPECT_EQ(gpu.out, testing::Slurp((SharedDir() / "reference/stories260K.llama2c-greedy-200.txt").string()));
+  EXPECT_NE(gpu.err.find("5 of 5 layers and the head on Vulkan0"), std::string::npos) << gpu.err;
+  // Without --device: the first GPU that is not a software driver, else the CPU, said in one line.
+  RunResult list = RunTandem({"--list-devices"});
+  bool hardware = false;
+  for (size_t at = list.out.find("  Vulkan"); at != std::string::npos; at = list.out.find("  Vulkan", at + 1)) {
+    const std::string line = list.out.substr(at, list.out.find('\n', at) - at);
+    hardware |= line.find("software driver") == std::string::npos && line.find("unusable") == std::string::npos;
+  }
+  RunResult auto_device = RunTandem({"run", "-m", m, "-n", "4", "--temp", "0"});
+  ASSERT_EQ(auto_device.code, 0) << auto_device.err;
+  EXPECT_NE(auto_device.err.find(hardware ? "layers and the head on Vulkan" : "running on the CPU"), std::string::npos)
+      << auto_device.err;
+  RunResult none = RunTandem({"run", "-m", m, "-n", "4", "--device", "Vulkan7"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("no device Vulkan7"), std::string::npos) << none.err;
+  RunResult unknown = RunTandem({"run", "-m", m, "-n", "4", "--device", "Metal"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.err.find("unknown device 'Metal'"), std::string::npos) << unknown.err;
+}
+
+}  // namespace
+}  // namespace tandem

@@ -80,7 +80,7 @@ inline Result<pipeline::ExecutorOptions> ToExecutorOptions(const ModelFlags& m, 
   c.n_ctx = m.n_ctx;
   c.threads = m.threads;
   c.ubatch = MicroBatch(m);
-  c.context = ToContextOptions(m);
+  TANDEM_ASSIGN_OR_RETURN(c.context, ToContextOptions(m));
   c.use_mmap = m.use_mmap;
   c.plan.layers = f.layers;
   c.plan.mode = f.plan == "memory" ? pipeline::PlanMode::kMemory : pipeline::PlanMode::kAuto;

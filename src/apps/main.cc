@@ -22,6 +22,10 @@ int main(int argc, char** argv) {
   tandem::apps::RegisterProbe(app, &exit_code);
   tandem::apps::RegisterKeygen(app, &exit_code);
   std::vector<const char*> args(argv, argv + argc);
+  // --list-devices anywhere (before "--"): llama.cpp's flag, printed without needing a model.
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    if (std::string_view(argv[i]) == "--list-devices") return tandem::apps::ListDevices();
+  }
   tandem::apps::RewriteShortFlags(args);  // -fa, -ctk, -ctv, -ub, -ts, -np
   try {
     app.parse(argc, args.data());

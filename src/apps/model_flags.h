@@ -10,6 +10,7 @@
 
 #include "base/sys.h"
 #include "engine/engine.h"
+#include "gpu/device.h"
 #include "sampling/sampler.h"
 
 namespace tandem::apps {
@@ -23,6 +24,8 @@ struct ModelFlags {
   bool flash_attn = false;
   bool use_mmap = false;
   std::string cache_type_k = "f16", cache_type_v = "f16";
+  std::string device;         // --device: CPU, Vulkan0, ... ("": the first GPU, else the CPU)
+  int64_t n_gpu_layers = -1;  // -ngl: layers on the GPU (-1: as many as fit)
   engine::SpeculationOptions speculation;  // AddSpeculationFlags (run, chat, bench, serve)
 };
 
@@ -32,7 +35,7 @@ inline void RewriteShortFlags(std::vector<const char*>& args) {
   static constexpr const char* kFlags[][2] = {
       {"-fa", "--flash-attn"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
       {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}, {"-np", "--parallel"},
-      {"-md", "--model-draft"}};
+      {"-md", "--model-draft"}, {"-ngl", "--n-gpu-layers"}, {"-dev", "--device"}};
   for (size_t i = 1; i < args.size(); ++i) {
     if (std::string_view(args[i]) == "--") break;
     for (const auto& f : kFlags) {
@@ -47,6 +50,8 @@ inline quant::TensorType CacheType(const std::string& name) {
   if (name == "q8_0") return quant::TensorType::kQ8_0;
   return quant::TensorType::kF16;
 }
+
+inline void AddDeviceFlags(CLI::App* cmd, std::string* device, int64_t* n_gpu_layers);
 
 inline void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("-m,--model", f->model, "GGUF model file")->required();
@@ -70,10 +75,49 @@ inline void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
       ->capture_default_str()->check(CLI::IsMember({"f16", "q8_0", "f32"}));
   cmd->add_option("--cache-type-v", f->cache_type_v, "KV cache type for values (-ctv)")
       ->capture_default_str()->check(CLI::IsMember({"f16", "q8_0", "f32"}));
+  AddDeviceFlags(cmd, &f->device, &f->n_gpu_layers);
 }
 
-inline model::ContextOptions ToContextOptions(const ModelFlags& f) {
-  return {f.flash_attn, CacheType(f.cache_type_k), CacheType(f.cache_type_v)};
+// --device and -ngl, on the commands that run a model and on `tandem worker`.
+inline void AddDeviceFlags(CLI::App* cmd, std::string* device, int64_t* n_gpu_layers) {
+  cmd->add_option("--device", *device,
+                  "Device to compute on (-dev): CPU, Vulkan0, Vulkan1, ... (default: the first GPU, else the CPU; "
+                  "--list-devices shows them)");
+  cmd->add_option("--n-gpu-layers,--gpu-layers", *n_gpu_layers,
+                  "Layers on the GPU (-ngl), the last ones of this node's range, with the head on the last "
+                  "stage (default: as many as fit)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20));
+}
+
+// Prints the Vulkan devices (--list-devices, before any subcommand's parsing): llama.cpp's format.
+inline int ListDevices() {
+  Result<std::vector<gpu::DeviceInfo>> list = gpu::ListDevices();
+  std::printf("Available devices:\n  CPU: this machine's cores (always)\n");
+  if (!list.ok()) {
+    std::printf("  (no Vulkan devices: %s)\n", list.status().message().c_str());
+    return 0;
+  }
+  for (const gpu::DeviceInfo& d : *list) {
+    std::printf("  %s: %s (%llu MiB%s%s)\n", d.name.c_str(), d.description.c_str(),
+                static_cast<unsigned long long>(d.memory_bytes >> 20), d.software ? ", software driver: only when named" : "",
+                d.unusable.empty() ? "" : (", unusable: " + d.unusable).c_str());
+  }
+  return 0;
+}
+
+// The device --device names (see gpu::ChooseDevice), saying in one line on stderr when the
+// default finds no GPU and the CPU runs.
+inline Result<std::shared_ptr<gpu::Device>> OpenDevice(const std::string& name) {
+  TANDEM_ASSIGN_OR_RETURN(gpu::DeviceChoice c, gpu::ChooseDevice(name));
+  if (!c.note.empty()) std::fprintf(stderr, "tandem: %s\n", c.note.c_str());
+  return c.device;
+}
+
+inline Result<model::ContextOptions> ToContextOptions(const ModelFlags& f) {
+  model::ContextOptions o{f.flash_attn, CacheType(f.cache_type_k), CacheType(f.cache_type_v)};
+  TANDEM_ASSIGN_OR_RETURN(o.device, OpenDevice(f.device));
+  o.gpu_layers = f.n_gpu_layers;
+  return o;
 }
 
 // The micro-batch the flags ask for: -ub, capped by -b; -b alone sets it (as in llama.cpp, where

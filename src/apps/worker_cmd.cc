@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/model_flags.h"
 #include "pipeline/worker.h"
 #include "net/auth.h"
 
@@ -20,6 +21,7 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
     pipeline::WorkerOptions o;
     uint64_t mem_mb = 0;
     std::string key_file;
+    std::string device;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -44,7 +46,14 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-connections", a->o.max_connections,
                   "Connections served at once (handshakes included); more are closed unread")
       ->capture_default_str()->check(CLI::Range(2, 4096));
+  AddDeviceFlags(cmd, &a->device, &a->o.gpu_layers);
   cmd->callback([a, exit_code] {
+    Result<std::shared_ptr<gpu::Device>> device = OpenDevice(a->device);
+    if (!device.ok()) {
+      *exit_code = ReportError(device.status().ToString());
+      return;
+    }
+    a->o.device = *device;
     if (!a->key_file.empty()) {
       Result<net::Key> k = net::LoadKeyFile(a->key_file);
       if (!k.ok()) {
@@ -61,10 +70,11 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
     }
     const net::WorkerInfo& info = (*w)->info();
     std::printf("tandem worker: listening on %s:%u (protocol %u, %s, %u threads, %.1f GiB free, "
-                "Q4_K matvec %.1f GB/s%s)\n",
+                "Q4_K matvec %.1f GB/s%s%s)\n",
                 a->o.host.c_str(), (*w)->port(), net::kProtocolVersion, info.cpu_features.c_str(),
                 info.threads, info.free_memory / 1073741824.0, info.matvec_gbps,
-                a->o.key ? ", key required" : ", no key");
+                a->o.key ? ", key required" : ", no key",
+                a->o.device ? (", GPU " + a->o.device->info().name + " " + a->o.device->info().description).c_str() : "");
     std::fflush(stdout);
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);

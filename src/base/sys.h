@@ -109,6 +109,10 @@ void CloseWakeFd(WakeFd* w);  // closes what is open; safe to call twice
 // a timer slack of 1 ns instead of 50 us; elsewhere nothing). For link emulation and timing tests.
 void UsePreciseTimers();
 
+// The file names of the Vulkan loader library on this system, most likely first (Linux:
+// libvulkan.so.1; macOS: the SDK's libvulkan.1.dylib, then MoltenVK's own).
+std::vector<std::string> VulkanLoaderNames();
+
 // The name of this operating system, for messages ("Linux", "macOS").
 std::string SystemName();
 

@@ -147,6 +147,8 @@ void CloseWakeFd(WakeFd* w) {
 
 void UsePreciseTimers() {}
 
+std::vector<std::string> VulkanLoaderNames() { return {"libvulkan.1.dylib", "libMoltenVK.dylib"}; }
+
 std::string SystemName() { return "macOS"; }
 
 }  // namespace tandem::sys

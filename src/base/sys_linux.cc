@@ -152,6 +152,8 @@ void CloseWakeFd(WakeFd* w) {
 
 void UsePreciseTimers() { ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); }
 
+std::vector<std::string> VulkanLoaderNames() { return {"libvulkan.so.1", "libvulkan.so"}; }
+
 std::string SystemName() { return "Linux"; }
 
 }  // namespace tandem::sys

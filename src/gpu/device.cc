@@ -105,6 +105,38 @@ Result<std::vector<DeviceInfo>> ListDevices() {
   return out;
 }
 
+Result<DeviceChoice> ChooseDevice(const std::string& name) {
+  DeviceChoice choice;
+  if (name == "CPU" || name == "cpu" || name == "none") return choice;
+  if (name.empty() || name == "auto") {
+    Result<std::vector<DeviceInfo>> list = ListDevices();
+    if (!list.ok()) {
+      choice.note = list.status().message() + ": running on the CPU";
+      return choice;
+    }
+    std::string skipped;
+    for (const DeviceInfo& d : *list) {
+      if (!d.unusable.empty() || d.software) {
+        skipped += (skipped.empty() ? "" : ", ") + d.name + " " + d.description +
+                   (d.software ? " is a software driver" : " lacks " + d.unusable);
+        continue;
+      }
+      TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Device> dev, Device::Open(d.index));
+      choice.device = std::move(dev);
+      return choice;
+    }
+    choice.note = "no usable GPU" + (skipped.empty() ? std::string() : " (" + skipped + ")") + ": running on the CPU";
+    return choice;
+  }
+  if (name.rfind("Vulkan", 0) == 0 && name.size() > 6 && name.size() < 10 &&
+      name.find_first_not_of("0123456789", 6) == std::string::npos) {
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Device> dev, Device::Open(std::stoi(name.substr(6))));
+    choice.device = std::move(dev);
+    return choice;
+  }
+  return Status::InvalidArgument("unknown device '" + name + "' (CPU, Vulkan0, Vulkan1, ...; --list-devices shows them)");
+}
+
 struct Buffer::Handles {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;

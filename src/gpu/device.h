@@ -45,6 +45,15 @@ struct DeviceInfo {
 // is no Vulkan loader or driver.
 Result<std::vector<DeviceInfo>> ListDevices();
 
+// The device a --device value names: "CPU" (or "none"): no device; "Vulkan<i>": that one (an
+// error when it cannot be opened); "" or "auto": the first usable GPU that is not a software
+// driver, else none. `note` says in one line why the CPU runs when auto found no GPU.
+struct DeviceChoice {
+  std::shared_ptr<class Device> device;  // null: the CPU
+  std::string note;
+};
+Result<DeviceChoice> ChooseDevice(const std::string& name);
+
 // The shaders (one pipeline each).
 enum class Kernel : int {
   kMulF32, kMulF16, kMulBF16, kMulQ4_0, kMulQ4_1, kMulQ5_0, kMulQ5_1, kMulQ8_0,

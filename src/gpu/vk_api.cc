@@ -3,24 +3,23 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "base/sys.h"
 
 namespace tandem::gpu {
 
 namespace {
 
-// The loader's names: Linux, then macOS (the Vulkan SDK's loader, or MoltenVK alone).
-constexpr const char* kLoaderNames[] = {"libvulkan.so.1", "libvulkan.so", "libvulkan.1.dylib",
-                                        "libMoltenVK.dylib"};
-
 Result<const VulkanApi*> Load() {
   static VulkanApi api;
   void* lib = nullptr;
-  for (const char* name : kLoaderNames) {
-    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+  const std::vector<std::string> names = sys::VulkanLoaderNames();
+  for (const std::string& name : names) {
+    if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
   }
-  if (lib == nullptr) {
-    return Status::Unavailable("no Vulkan loader (libvulkan.so.1) on this machine");
-  }
+  if (lib == nullptr) return Status::Unavailable("no Vulkan loader (" + names[0] + ") on this machine");
   api.vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
   if (api.vkGetInstanceProcAddr == nullptr) return Status::Unavailable("the Vulkan loader has no vkGetInstanceProcAddr");
   api.vkCreateInstance =
@@ -37,15 +36,22 @@ Result<const VulkanApi*> Load() {
   app.apiVersion = VK_API_VERSION_1_2;
   VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   ci.pApplicationInfo = &app;
-  // MoltenVK is a portability driver: the loader lists it only when asked to.
+  // MoltenVK is a portability driver: the loader lists it only when asked to, which needs the
+  // instance extension (offered by loaders that know about portability drivers).
   const char* portability = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
-#ifdef __APPLE__
-  ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
-  ci.enabledExtensionCount = 1;
-  ci.ppEnabledExtensionNames = &portability;
-#else
-  (void)portability;
-#endif
+  auto enumerate = reinterpret_cast<PFN_vkEnumerateInstanceExtensionProperties>(
+      api.vkGetInstanceProcAddr(VK_NULL_HANDLE, "vkEnumerateInstanceExtensionProperties"));
+  uint32_t n_ext = 0;
+  if (enumerate != nullptr) enumerate(nullptr, &n_ext, nullptr);
+  std::vector<VkExtensionProperties> ext(n_ext);
+  if (n_ext > 0) enumerate(nullptr, &n_ext, ext.data());
+  for (const VkExtensionProperties& e : ext) {
+    if (std::string_view(e.extensionName) == portability) {
+      ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+      ci.enabledExtensionCount = 1;
+      ci.ppEnabledExtensionNames = &portability;
+    }
+  }
   const VkResult r = api.vkCreateInstance(&ci, nullptr, &api.instance);
   if (r != VK_SUCCESS) {
     return Status::Unavailable("no Vulkan driver could start (vkCreateInstance: " + VkResultName(r) + ")");

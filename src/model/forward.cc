@@ -35,12 +35,15 @@ std::vector<bool> WindowLayers(const ModelParams& p, int64_t begin, int64_t end,
   return w;
 }
 
-// Layers of a range of `range` layers that go to the GPU.
-int64_t GpuLayerCount(const ContextOptions& o, int64_t range) {
-  return o.device != nullptr ? std::clamp<int64_t>(o.gpu_layers, 0, range) : 0;
-}
-
 }  // namespace
+
+int64_t GpuLayerCount(const Model& model, int64_t n_ctx, int64_t begin, int64_t end, const ContextOptions& o) {
+  if (o.device == nullptr) return 0;
+  if (o.gpu_layers >= 0) return std::clamp<int64_t>(o.gpu_layers, 0, end - begin);
+  if (!GpuRefusal(model.params(), o.type_k, o.type_v).empty()) return 0;
+  return GpuLayersThatFit(model, n_ctx, begin, end, end == model.params().n_layer, o.type_k, o.type_v,
+                          o.device->info().memory_bytes);
+}
 
 Status CheckContextOptions(const ModelParams& params, const ContextOptions& options) {
   return CheckKvCacheTypes(options.type_k, options.type_v, params.head_dim);
@@ -54,7 +57,7 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
       k_(kernels::Best()),
       layer_begin_(layer_begin),
       layer_end_(layer_end < 0 ? model.params().n_layer : layer_end),
-      host_end_(layer_end_ - GpuLayerCount(options_, layer_end_ - layer_begin_)),
+      host_end_(layer_end_ - GpuLayerCount(model, n_ctx, layer_begin_, layer_end_, options_)),
       pool_(n_threads),
       cache_(layer_end_ - layer_begin_, n_ctx, model.params().kv_dim(), options_.type_k, options_.type_v,
              WindowLayers(model.params(), layer_begin_, layer_end_, options_), model.params().n_swa,

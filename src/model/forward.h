@@ -67,11 +67,16 @@ struct ContextOptions {
   // Sliding-window layers keep every cell, as global layers do (llama.cpp's --swa-full), instead
   // of only those their window still reaches (model/kv_cache.h).
   bool swa_full = false;
-  // The last `gpu_layers` layers of the context's range (all, when it is larger), and on the last
-  // stage the output head, run on `device` (model/gpu_layers.h); none without a device.
+  // The last `gpu_layers` layers of the context's range (all, when it is larger; -1: as many as
+  // fit in the device's memory), and on the last stage the output head, run on `device`
+  // (model/gpu_layers.h); none without a device.
   std::shared_ptr<gpu::Device> device;
   int64_t gpu_layers = 0;
 };
+
+// How many of layers [begin, end) a Context with `options` runs on its GPU: options.gpu_layers
+// clamped to the range; for -1 those that fit (none when the GPU path refuses the model).
+int64_t GpuLayerCount(const Model& model, int64_t n_ctx, int64_t begin, int64_t end, const ContextOptions& options);
 
 // Ok if a Context of `model` can use `options` (InvalidArgument saying why not otherwise).
 Status CheckContextOptions(const ModelParams& params, const ContextOptions& options);

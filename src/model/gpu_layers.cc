@@ -105,6 +105,29 @@ std::string GpuRefusal(const ModelParams& p, TensorType type_k, TensorType type_
   return "";
 }
 
+int64_t GpuLayersThatFit(const Model& model, int64_t n_ctx, int64_t begin, int64_t end, bool head, TensorType type_k,
+                         TensorType type_v, uint64_t device_bytes) {
+  const ModelParams& p = model.params();
+  constexpr int64_t kBatch = 512;
+  const uint64_t activations = static_cast<uint64_t>(kBatch) *
+                               (4 * p.n_embd + 2 * p.q_dim() + 2 * p.kv_dim() + 2 * p.n_ff) * sizeof(float);
+  uint64_t budget = device_bytes - device_bytes / 10;
+  auto take = [&](uint64_t bytes) {
+    if (bytes > budget) return false;
+    budget -= bytes;
+    return true;
+  };
+  if (!take(activations)) return 0;
+  if (head && !take(TensorsOfStage(model.file(), end, end, false, true).bytes)) return 0;
+  int64_t n = 0;
+  for (int64_t il = end - 1; il >= begin; --il, ++n) {
+    const uint64_t layer = TensorsOfStage(model.file(), il, il + 1, false, false).bytes +
+                           KvCacheBytes(p, n_ctx, il, il + 1, type_k, type_v);
+    if (!take(layer)) break;
+  }
+  return n;
+}
+
 struct GpuLayers::Impl {
   std::shared_ptr<gpu::Device> dev;
   const Model& model;

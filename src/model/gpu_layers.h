@@ -24,12 +24,19 @@
 
 #include "base/status.h"
 #include "gpu/device.h"
+#include "model/layout.h"
 #include "model/model.h"
 
 namespace tandem::model {
 
 // Why layers [begin, end) of `params` cannot run on a GPU (empty: they can).
 std::string GpuRefusal(const ModelParams& params, quant::TensorType type_k, quant::TensorType type_v);
+
+// How many of layers [begin, end), counted back from `end`, fit in `device_bytes` of GPU memory
+// with their KV cache for `n_ctx` cells (and the output head first, when `head`), leaving a tenth
+// of the memory and the activations of a 512-token batch free. llama.cpp's -ngl default.
+int64_t GpuLayersThatFit(const Model& model, int64_t n_ctx, int64_t begin, int64_t end, bool head,
+                         quant::TensorType type_k, quant::TensorType type_v, uint64_t device_bytes);
 
 // A batch as the GPU layers see it, built by the Context from its attention plan.
 struct GpuBatch {

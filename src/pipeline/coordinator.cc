@@ -464,9 +464,12 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(model::Model& model, cons
   m.pinger = std::thread([raw] { raw->PingLoop(); });
 
   TANDEM_RETURN_IF_ERROR(m.LoadAndLink(model_path, addrs));
-  if (!o.use_mmap) TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, m.plan.stages[0].layer_end, false));
-  m.stage = std::make_unique<exec::Stage>(model, m.n_ctx, o.threads, 0, m.plan.stages[0].layer_end,
-                                          o.context);
+  const int64_t end = m.plan.stages[0].layer_end;
+  // The GPU's layers (the last of the range) go to the device from the map, never to host memory.
+  const int64_t host_end = end - model::GpuLayerCount(model, m.n_ctx, 0, end, o.context);
+  if (!o.use_mmap) TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, host_end, false));
+  m.stage = std::make_unique<exec::Stage>(model, m.n_ctx, o.threads, 0, end, o.context);
+  TANDEM_RETURN_IF_ERROR(m.stage->context().status());
   return c;
 }
 

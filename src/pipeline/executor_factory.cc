@@ -18,16 +18,24 @@ Result<std::unique_ptr<exec::Executor>> OpenLocal(model::Model& model, const Exe
                                     main, PlanOptions{}).status());
   }
   if (o.ubatch < 0) return Status::InvalidArgument("--ubatch-size must be positive (or 0: automatic)");
+  const int64_t n_layer = model.params().n_layer;
+  const int64_t gpu_layers = model::GpuLayerCount(model, o.n_ctx, 0, n_layer, o.context);
   if (!o.use_mmap) {
     Progress progress("tandem: weights copied into memory", [&](const std::string& line) { LogLine(o, line); },
                       /*min_total=*/uint64_t{1} << 30);
-    TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, model.params().n_layer, true, [&](uint64_t done, uint64_t total) {
+    // The GPU's layers and head go to the device from the map, never to host memory.
+    TANDEM_RETURN_IF_ERROR(model.CopyIntoMemory(0, n_layer - gpu_layers, gpu_layers == 0, [&](uint64_t done, uint64_t total) {
       progress.Update(done, total);
       return true;
     }));
   }
-  return std::unique_ptr<exec::Executor>(
-      std::make_unique<exec::LocalExecutor>(model, o.n_ctx, o.threads, o.ubatch, o.context));
+  auto local = std::make_unique<exec::LocalExecutor>(model, o.n_ctx, o.threads, o.ubatch, o.context);
+  TANDEM_RETURN_IF_ERROR(local->context().status());
+  if (gpu_layers > 0) {
+    const gpu::DeviceInfo& d = o.context.device->info();
+    LogLine(o, "tandem: " + std::to_string(gpu_layers) + " of " + std::to_string(n_layer) + " layers and the head on " + d.name + " (" + d.description + ")");
+  }
+  return std::unique_ptr<exec::Executor>(std::move(local));
 }
 
 // Plans over the workers; a pipeline if the plan keeps any, else this machine alone.

@@ -344,7 +344,9 @@ class StageSession::Impl {
     std::shared_ptr<Connection> main_node = Get(&main_);
     const bool last = m.layer_end == model_->params().n_layer;
     if (!m.use_mmap) {
-      Status st = model_->CopyIntoMemory(m.layer_begin, m.layer_end, last, [&](uint64_t done, uint64_t all) {
+      // The GPU's layers (the last gpu_layers_) go to the device from the map, never to host memory.
+      const int64_t host_end = m.layer_end - gpu_layers_;
+      Status st = model_->CopyIntoMemory(m.layer_begin, host_end, last && gpu_layers_ == 0, [&](uint64_t done, uint64_t all) {
         main_node->Send(MsgType::kLoadProgress, net::LoadProgress{done, all, "copying weights from " + path});
         return !finished_.load();
       });
@@ -382,7 +384,10 @@ class StageSession::Impl {
     copts.flash_attn = m.flash_attn;
     copts.type_k = m.cache_k == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
     copts.type_v = m.cache_v == net::KvType::kQ8_0 ? quant::TensorType::kQ8_0 : quant::TensorType::kF16;
+    copts.device = o_.device;
+    copts.gpu_layers = o_.gpu_layers;
     TANDEM_RETURN_IF_ERROR(model::CheckContextOptions(model_->params(), copts));
+    gpu_layers_ = model::GpuLayerCount(*model_, m.n_ctx, m.layer_begin, m.layer_end, copts);
     // This stage's weights (never the first stage: that is the main node) and KV cache; refused
     // before anything is read or copied when they do not fit.
     const model::StageTensors stage = model::TensorsOfStage(model_->file(), m.layer_begin, m.layer_end,
@@ -398,8 +403,12 @@ class StageSession::Impl {
     TANDEM_RETURN_IF_ERROR(BringIntoMemory(m, stage, path));
     if (finished_) return Status::Ok();
     stage_ = std::make_unique<exec::Stage>(*model_, m.n_ctx, o_.threads, m.layer_begin, m.layer_end, copts);
+    TANDEM_RETURN_IF_ERROR(stage_->context().status());
+    const std::string on_gpu = gpu_layers_ > 0 ? ", " + std::to_string(gpu_layers_) + " of them on " +
+                                                     o_.device->info().name + " (" + o_.device->info().description + ")"
+                                               : "";
     Log("session " + peer_ + ": layers " + std::to_string(m.layer_begin) + ".." + std::to_string(m.layer_end - 1) +
-        " of " + path + " (" + std::to_string(stage.bytes >> 20) + " MiB weights " +
+        on_gpu + " of " + path + " (" + std::to_string(stage.bytes >> 20) + " MiB weights " +
         (m.use_mmap ? "used from the file map" : "copied into memory") + ", " + std::to_string(kv_bytes >> 20) +
         " MiB KV cache, " + std::to_string(o_.threads) + " threads, weights from " + source + ")");
     Get(&main_)->Send(MsgType::kLoaded, net::Loaded{stage.bytes, kv_bytes, received, source});
@@ -526,6 +535,7 @@ class StageSession::Impl {
 
   const WorkerOptions o_;
   const uint64_t free_memory_;
+  int64_t gpu_layers_ = 0;  // of the stage's layers, those on the GPU (the last ones)
   std::string peer_;
   std::atomic<uint64_t> id_{0};
   std::atomic<bool> finished_{false};

@@ -34,6 +34,7 @@
 
 #include "base/status.h"
 #include "base/sys.h"
+#include "gpu/device.h"
 #include "net/auth.h"
 #include "net/messages.h"
 #include "net/socket.h"
@@ -61,6 +62,10 @@ struct WorkerOptions {
   // Connections served at once (handshakes, the session, attached stages, probes); more are
   // closed unread.
   int max_connections = 16;
+  // The GPU the stages run on (gpu/device.h; null: the CPU), and how many of a stage's layers go
+  // there (-1: as many as fit), the last ones of its range.
+  std::shared_ptr<gpu::Device> device;
+  int64_t gpu_layers = -1;
 };
 
 class Worker {

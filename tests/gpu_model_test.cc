@@ -1,0 +1,169 @@
+// The GPU layers (model/gpu_layers.h) against the CPU path on the reference models, on the first
+// Vulkan device (lavapipe in CI): -ngl splits inside one node, several sequences and a sliding
+// window pool that grows, and what the GPU path refuses.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/forward.h"
+#include "test_support.h"
+
+namespace tandem {
+namespace {
+
+using testing::SharedDir;
+
+std::shared_ptr<gpu::Device> TestGpu() {
+  static std::shared_ptr<gpu::Device> device = [] {
+    Result<gpu::DeviceChoice> c = gpu::ChooseDevice("Vulkan0");
+    return c.ok() ? c->device : nullptr;
+  }();
+  return device;
+}
+
+std::optional<model::Model> Load(const char* name) {
+  Result<model::Model> m = model::Model::Load((SharedDir() / "reference/models" / name).string());
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return std::nullopt;
+  return std::move(*m);
+}
+
+// The largest per-row KL(softmax(a) || softmax(b)) over rows of n_vocab.
+double MaxKl(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t r = 0; r + n_vocab <= std::min(a.size(), b.size()); r += n_vocab) {
+    const float ma = *std::max_element(&a[r], &a[r] + n_vocab), mb = *std::max_element(&b[r], &b[r] + n_vocab);
+    double sa = 0, sb = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      sa += std::exp(static_cast<double>(a[r + i]) - ma);
+      sb += std::exp(static_cast<double>(b[r + i]) - mb);
+    }
+    double kl = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      const double la = a[r + i] - ma - std::log(sa), lb = b[r + i] - mb - std::log(sb);
+      kl += std::exp(la) * (la - lb);
+    }
+    worst = std::max(worst, kl);
+  }
+  return worst;
+}
+
+// Every batch's logits, in order, from a fresh context.
+std::vector<float> RunBatches(const model::Model& m, const model::ContextOptions& o, const std::vector<model::Batch>& batches,
+                       int64_t n_ctx = 256) {
+  model::Context ctx(m, n_ctx, 2, o);
+  EXPECT_TRUE(ctx.status().ok()) << ctx.status().ToString();
+  std::vector<float> out;
+  for (const model::Batch& b : batches) {
+    Status st = ctx.Decode(b);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) return out;
+    out.insert(out.end(), ctx.logits(), ctx.logits() + ctx.n_logits() * m.params().n_vocab);
+  }
+  return out;
+}
+
+// A 24-token prompt, then 30 decode steps of fixed tokens: past tiny-gemma3's window of 16.
+std::vector<model::Batch> PromptAndSteps(int64_t vocab) {
+  std::vector<model::Batch> batches(1);
+  for (int i = 0; i < 24; ++i) batches[0].Add((i * 37 + 1) % vocab, i, 0, true);
+  for (int i = 24; i < 54; ++i) {
+    model::Batch b;
+    b.Add((i * 11 + 5) % vocab, i, 0, true);
+    batches.push_back(b);
+  }
+  return batches;
+}
+
+// -ngl 1, half and all-but-one of the layers on the GPU, the rest on the CPU: the logits of the
+// CPU alone within the reference README's bound for float weights (max KL 1e-3), for llama,
+// qwen2 (biases), qwen3 (per-head norms) and gemma3 (sliding window, post norms, GELU).
+TEST(GpuModelTest, NglSplitsInsideOneNodeGiveTheCpuLogits) {
+  ASSERT_NE(TestGpu(), nullptr) << "no usable Vulkan device (scripts/install-deps.sh installs lavapipe)";
+  for (const char* name : {"tiny-f16.gguf", "tiny-qwen2-f16.gguf", "tiny-qwen3-f16.gguf", "tiny-gemma3-f16.gguf"}) {
+    TANDEM_REQUIRE_SHARED(SharedDir() / "reference/models" / name);
+    SCOPED_TRACE(name);
+    std::optional<model::Model> m = Load(name);
+    ASSERT_TRUE(m.has_value());
+    const int64_t nl = m->params().n_layer;
+    const std::vector<model::Batch> batches = PromptAndSteps(m->params().n_vocab);
+    const std::vector<float> cpu = RunBatches(*m, {}, batches);
+    for (int64_t ngl : {int64_t{1}, nl / 2, nl - 1}) {
+      model::ContextOptions o;
+      o.device = TestGpu();
+      o.gpu_layers = ngl;
+      {
+        model::Context probe(*m, 256, 2, o);
+        EXPECT_EQ(probe.gpu_layers(), ngl);
+      }
+      const double kl = MaxKl(cpu, RunBatches(*m, o, batches), m->params().n_vocab);
+      std::printf("%s -ngl %lld: max KL %.2e against the CPU\n", name, static_cast<long long>(ngl), kl);
+      EXPECT_LE(kl, 1e-3) << "-ngl " << ngl;
+      EXPECT_GT(kl, 0.0) << "-ngl " << ngl << ": bit-equal to the CPU, so the GPU did not compute";
+    }
+  }
+}
+
+// Twelve sequences in one batch, 60 tokens each, through every layer on the GPU: more cells than
+// tiny-gemma3's window pool starts with (16 + 32 + 512), so it grows (keeping every row), and
+// each token attends to its own sequence only. Then decode steps mixing the sequences. The
+// logits are the CPU's within the float bound.
+TEST(GpuModelTest, ManySequencesAndAGrowingWindowPool) {
+  ASSERT_NE(TestGpu(), nullptr);
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/models/tiny-gemma3-f16.gguf");
+  std::optional<model::Model> m = Load("tiny-gemma3-f16.gguf");
+  ASSERT_TRUE(m.has_value());
+  const int64_t V = m->params().n_vocab;
+  std::vector<model::Batch> batches(1);
+  for (int i = 0; i < 60; ++i) {
+    for (int s = 0; s < 12; ++s) batches[0].Add((i * 13 + s * 7 + 1) % V, i, s, i % 20 == 19);
+  }
+  for (int step = 0; step < 3; ++step) {
+    model::Batch b;
+    for (int s = 0; s < 12; s += 1 + step) b.Add((s * 5 + step) % V, 60 + step, s, true);
+    batches.push_back(b);
+  }
+  const std::vector<float> cpu = RunBatches(*m, {}, batches, 1024);
+  model::ContextOptions o;
+  o.device = TestGpu();
+  o.gpu_layers = m->params().n_layer;
+  const double kl = MaxKl(cpu, RunBatches(*m, o, batches, 1024), V);
+  std::printf("12 sequences: max KL %.2e against the CPU\n", kl);
+  EXPECT_LE(kl, 1e-3);
+}
+
+// What the GPU path refuses, as values: an explicit -ngl on a mixture-of-experts model (the
+// default -1 keeps it on the CPU), and an F32 cache.
+TEST(GpuModelTest, RefusalsAreErrorsNamingWhy) {
+  ASSERT_NE(TestGpu(), nullptr);
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/models/tiny-qwen3moe-q8_0.gguf");
+  std::optional<model::Model> moe = Load("tiny-qwen3moe-q8_0.gguf");
+  ASSERT_TRUE(moe.has_value());
+  model::ContextOptions o;
+  o.device = TestGpu();
+  o.gpu_layers = 2;
+  model::Context refused(*moe, 64, 1, o);
+  EXPECT_EQ(refused.status().code(), Code::kUnsupported);
+  EXPECT_NE(refused.status().message().find("mixture-of-experts"), std::string::npos) << refused.status().ToString();
+  model::Batch b;
+  b.Add(1, 0, 0, true);
+  EXPECT_EQ(refused.Decode(b).code(), Code::kUnsupported);
+  o.gpu_layers = -1;
+  model::Context fallback(*moe, 64, 1, o);
+  EXPECT_TRUE(fallback.status().ok());
+  EXPECT_EQ(fallback.gpu_layers(), 0);
+  EXPECT_TRUE(fallback.Decode(b).ok());
+
+  std::optional<model::Model> dense = Load("tiny-q8_0.gguf");
+  ASSERT_TRUE(dense.has_value());
+  model::ContextOptions f32 = {false, quant::TensorType::kF32, quant::TensorType::kF32};
+  f32.device = TestGpu();
+  f32.gpu_layers = 99;
+  model::Context cache(*dense, 64, 1, f32);
+  EXPECT_EQ(cache.status().code(), Code::kUnsupported);
+  EXPECT_NE(cache.status().message().find("f16 or q8_0"), std::string::npos) << cache.status().ToString();
+}
+
+}  // namespace
+}  // namespace tandem
