@@ -120,6 +120,20 @@ TEST(GenerateCliTest, BenchJsonAndErrors) {
   EXPECT_EQ(j[1]["test"], "tg8");
   EXPECT_GT(j[1]["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j[1]["weight_bytes_read_per_token"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j[1]["backend"], "CPU");
+  EXPECT_EQ(j[1]["gpu_layers"], 0);
+  // On the GPU (lavapipe in CI): the device and its layers are reported, and the roofline is the
+  // GPU's read bandwidth (tandem's read shader).
+  RunResult gpu = RunTandem({"bench", "-m", model.string(), "-p", "8", "-n", "4", "-r", "1", "--json", "--roofline",
+                             "-dev", "Vulkan0", "-ngl", "99"});
+  ASSERT_EQ(gpu.code, 0) << gpu.err;
+  nlohmann::json g = nlohmann::json::parse(gpu.out);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[1]["backend"], "Vulkan");
+  EXPECT_EQ(g[1]["gpu_layers"], 4);
+  EXPECT_NE(g[1]["device"].get<std::string>().find("Vulkan0 ("), std::string::npos) << g[1]["device"];
+  EXPECT_GT(g[1]["read_bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_GT(g[1]["tokens_per_s"].get<double>(), 0.0);
   RunResult missing = RunTandem({"run", "-m", "/nonexistent.gguf", "-p", "x"});
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.err.find("tandem: error:"), std::string::npos);

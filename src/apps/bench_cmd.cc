@@ -94,9 +94,32 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                     m->weight_bytes() / 1048576.0);
       summary += text;
     }
-    const float gbps = a->roofline ? kernels::MeasureReadBandwidth(a->model.threads) : 0.0f;
+    // Where this node computes: the CPU, or its last gpu_layers layers (and the head) on a GPU.
+    const std::shared_ptr<gpu::Device>& device = xo->context.device;
+    const int64_t main_end = stages.empty() ? m->params().n_layer : stages[0].layer_end;
+    const int64_t gpu_layers = model::GpuLayerCount(*m, (*ex)->n_ctx(), 0, main_end, xo->context);
+    const std::string backend = gpu_layers > 0 ? "Vulkan" : "CPU";
+    const std::string device_text =
+        gpu_layers > 0 ? device->info().name + " (" + device->info().description + "), " + std::to_string(gpu_layers) +
+                             " of " + std::to_string(main_end) + " layers" + (split ? " of this node" : "")
+                       : "CPU";
+    summary += "\ndevice: " + device_text;
+    // The roofline of the memory the weights are read from: the GPU's when every layer is there.
+    const bool on_gpu = !split && gpu_layers == m->params().n_layer;
+    float gbps = 0;
+    if (a->roofline && on_gpu) {
+      Result<double> g = gpu::MeasureReadBandwidth(*device);
+      if (!g.ok()) return fail(g.status());
+      gbps = static_cast<float>(*g);
+    } else if (a->roofline) {
+      gbps = kernels::MeasureReadBandwidth(a->model.threads);
+    }
     const double roof = gbps * 1e9 / static_cast<double>(std::max<uint64_t>(read, 1));
-    if (a->roofline) {
+    if (a->roofline && on_gpu) {
+      std::snprintf(text, sizeof text, "\nGPU read bandwidth: %.1f GB/s (tandem's read shader, best of 3 passes); roofline %.2f tokens/s",
+                    gbps, roof);
+      summary += text;
+    } else if (a->roofline) {
       std::snprintf(text, sizeof text, "\nmemory read bandwidth: %.1f GB/s (%d threads, best of 5 passes over 2 GiB); roofline %.2f tokens/s",
                     gbps, a->model.threads, roof);
       summary += text;
@@ -104,8 +127,8 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     nlohmann::json out = nlohmann::json::array();
     std::string breakdown_text;
     if (!a->json) {
-      std::printf("| %-28s | %10s | %7s | %8s | %12s |\n", "model", "size", "threads", "test", "t/s");
-      std::printf("| %-28s | %10s | %7s | %8s | %12s |\n", "---", "---", "---", "---", "---");
+      std::printf("| %-28s | %10s | %7s | %7s | %4s | %8s | %12s |\n", "model", "size", "backend", "threads", "ngl", "test", "t/s");
+      std::printf("| %-28s | %10s | %7s | %7s | %4s | %8s | %12s |\n", "---", "---", "---", "---", "---", "---", "---");
     }
     for (const engine::BenchResult& r : *results) {
       nlohmann::json breakdown;
@@ -139,6 +162,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       }
       if (a->json) {
         nlohmann::json row = {{"model", name}, {"test", r.test}, {"threads", a->model.threads},
+                              {"backend", backend}, {"device", device_text}, {"gpu_layers", gpu_layers},
                               {"flash_attn", a->model.flash_attn}, {"type_k", a->model.cache_type_k},
                               {"type_v", a->model.cache_type_v}, {"tokens_per_s", r.mean},
                               {"stddev", r.stddev}, {"samples", r.tokens_per_s}};
@@ -163,8 +187,8 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       } else {
         char size[32];
         std::snprintf(size, sizeof size, "%.2f GiB", m->weight_bytes() / 1073741824.0);
-        std::printf("| %-28s | %10s | %7d | %8s | %6.2f ± %4.2f |\n", name.c_str(), size,
-                    a->model.threads, r.test.c_str(), r.mean, r.stddev);
+        std::printf("| %-28s | %10s | %7s | %7d | %4lld | %8s | %6.2f ± %4.2f |\n", name.c_str(), size, backend.c_str(),
+                    a->model.threads, static_cast<long long>(gpu_layers), r.test.c_str(), r.mean, r.stddev);
       }
     }
     if (small) {

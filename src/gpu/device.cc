@@ -1,6 +1,7 @@
 #include "gpu/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
@@ -22,9 +23,13 @@ constexpr KernelSpec kKernels[] = {
     {"add", 2},           {"act_mul", 2},       {"kv_store_f16", 3},  {"kv_store_q8_0", 3},
     {"attn_f16_f16", 6},  {"attn_f16_q8_0", 6}, {"attn_q8_0_f16", 6}, {"attn_q8_0_q8_0", 6},
     {"gather", 3},        {"softcap", 1},
+    {"mulid_f32", 4},     {"mulid_f16", 4},     {"mulid_bf16", 4},    {"mulid_q4_0", 4}, {"mulid_q4_1", 4},
+    {"mulid_q5_0", 4},    {"mulid_q5_1", 4},    {"mulid_q8_0", 4},    {"mulid_q2_k", 4}, {"mulid_q3_k", 4},
+    {"mulid_q4_k", 4},    {"mulid_q5_k", 4},    {"mulid_q6_k", 4},    {"moe_route", 3},  {"moe_combine", 3},
+    {"read", 2},          {"act_round_q8_0", 2}, {"act_round_q8_k", 2},
 };
 static_assert(std::size(kKernels) == static_cast<size_t>(Kernel::kCount));
-constexpr uint32_t kMaxPushBytes = 32;
+constexpr uint32_t kMaxPushBytes = 64;  // Vulkan guarantees 128
 constexpr uint64_t kStagingBytes = uint64_t{64} << 20;
 
 Status VkError(const DeviceInfo& info, const std::string& what, VkResult r) {
@@ -148,6 +153,7 @@ struct Stream::Handles {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
   bool recording = false;
+  bool replayable = false;  // a complete recording was submitted without error
 };
 
 struct Device::Impl {
@@ -440,7 +446,7 @@ Status Stream::Begin() {
   error_ = Status::Ok();
   im.d.vkResetCommandBuffer(h_->cmd, 0);
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  h_->replayable = false;
   const VkResult r = im.d.vkBeginCommandBuffer(h_->cmd, &bi);
   if (r != VK_SUCCESS) return VkError(device_->info(), "vkBeginCommandBuffer", r);
   h_->recording = true;
@@ -515,6 +521,15 @@ Status Stream::Submit() {
   VkResult r = im.d.vkEndCommandBuffer(h_->cmd);
   if (!error_.ok()) return error_;
   if (r != VK_SUCCESS) return VkError(info, "vkEndCommandBuffer", r);
+  h_->replayable = true;
+  return Replay();
+}
+
+Status Stream::Replay() {
+  if (h_->recording || !h_->replayable) return Status::Internal("nothing recorded to replay");
+  Device::Impl& im = *device_->impl_;
+  const DeviceInfo& info = device_->info();
+  VkResult r;
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &h_->cmd;
@@ -522,11 +537,40 @@ Status Stream::Submit() {
     std::lock_guard<std::mutex> lock(im.queue_mutex);
     r = im.d.vkQueueSubmit(im.queue, 1, &si, h_->fence);
   }
-  if (r != VK_SUCCESS) return VkError(info, "vkQueueSubmit", r);
+  if (r != VK_SUCCESS) {
+    h_->replayable = false;
+    return VkError(info, "vkQueueSubmit", r);
+  }
   r = im.d.vkWaitForFences(im.device, 1, &h_->fence, VK_TRUE, UINT64_MAX);
   im.d.vkResetFences(im.device, 1, &h_->fence);
-  if (r != VK_SUCCESS) return VkError(info, "waiting for the GPU", r);
+  if (r != VK_SUCCESS) {
+    h_->replayable = false;
+    return VkError(info, "waiting for the GPU", r);
+  }
   return Status::Ok();
+}
+
+Result<double> MeasureReadBandwidth(Device& device) {
+  const uint64_t bytes = std::min<uint64_t>(device.info().max_binding_bytes, uint64_t{1} << 30) & ~uint64_t{15};
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> src, device.NewBuffer(bytes, false, "the bandwidth probe"));
+  constexpr uint32_t kGroups = 4096, kThreads = 256;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> sums, device.NewBuffer(kGroups * kThreads * sizeof(float), false,
+                                                                         "the bandwidth probe"));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, device.NewStream());
+  const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(bytes / 16, UINT32_MAX));
+  double best = 0;
+  // The first pass builds the pipeline and warms the memory; each later one reads the buffer
+  // `reps` times in one submission.
+  constexpr int kReps = 4;
+  for (int pass = 0; pass < 4; ++pass) {
+    TANDEM_RETURN_IF_ERROR(stream->Begin());
+    for (int r = 0; r < kReps; ++r) stream->Dispatch(Kernel::kRead, {src.get(), sums.get()}, n, kGroups);
+    const auto t0 = std::chrono::steady_clock::now();
+    TANDEM_RETURN_IF_ERROR(stream->Submit());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (pass > 0 && s > 0) best = std::max(best, kReps * static_cast<double>(n) * 16 / s / 1e9);
+  }
+  return best;
 }
 
 }  // namespace tandem::gpu

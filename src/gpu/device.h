@@ -61,6 +61,11 @@ enum class Kernel : int {
   kRmsNorm, kRope, kAdd, kActMul, kKvStoreF16, kKvStoreQ8_0,
   kAttnF16F16, kAttnF16Q8, kAttnQ8F16, kAttnQ8Q8,  // K type, V type
   kGather, kSoftcap,
+  // Mixture of experts: products with each (token, choice) pair's own expert, routing, combining.
+  kMulIdF32, kMulIdF16, kMulIdBF16, kMulIdQ4_0, kMulIdQ4_1, kMulIdQ5_0, kMulIdQ5_1, kMulIdQ8_0,
+  kMulIdQ2_K, kMulIdQ3_K, kMulIdQ4_K, kMulIdQ5_K, kMulIdQ6_K, kMoeRoute, kMoeCombine,
+  kRead,  // reads a buffer: MeasureReadBandwidth
+  kActRoundQ8_0, kActRoundQ8_K,  // activations rounded as the CPU quantizes them for its products
   kCount
 };
 const char* KernelName(Kernel k);
@@ -97,7 +102,7 @@ class Stream {
 
   // Starts recording (dropping anything recorded and not submitted).
   Status Begin();
-  // Runs `k` over groups (gx, gy, gz) with `buffers` at bindings 0, 1, ... and `push` (at most 32
+  // Runs `k` over groups (gx, gy, gz) with `buffers` at bindings 0, 1, ... and `push` (at most 64
   // bytes) as its push constants; later commands see its writes.
   void Dispatch(Kernel k, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
@@ -111,6 +116,10 @@ class Stream {
   // Runs what was recorded and waits for it. The first error of the recording (a pipeline that
   // did not build) or of the run (a lost device) comes back here.
   Status Submit();
+  // Runs the last submitted recording again, as it is (the buffers it names must still exist;
+  // their contents may have changed: that is the point), and waits. Internal when nothing was
+  // recorded since the last Begin or the last recording failed.
+  Status Replay();
 
  private:
   friend class Device;
@@ -157,5 +166,19 @@ class Device {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The push constants of the mul shaders (gpu/shaders/mul.comp): y[t][y_offset + row_base + r] =
+// row (row_base + r) of the weights times x[t], for nt tokens; with the MUL_ID kernels each
+// (token, choice) pair v multiplies its expert ids[v]'s rows with x[v / x_div].
+struct MulPush {
+  uint32_t row_base = 0, cols = 0, nt = 0, x_stride = 0, y_stride = 0, y_offset = 0, row_bytes = 0;
+  uint32_t expert_rows = 0, expert_first = 0, experts = 0, x_div = 1;
+};
+// Tokens per workgroup of the mul shaders (group y counts groups of them).
+inline constexpr uint32_t kMulTokens = 8;
+
+// The device's read bandwidth in GB/s: the best of a few passes of the read shader over the
+// largest buffer one binding holds (at most 1 GiB), timed on the host around each submission.
+Result<double> MeasureReadBandwidth(Device& device);
 
 }  // namespace tandem::gpu

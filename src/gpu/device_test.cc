@@ -78,10 +78,6 @@ TEST(GpuDeviceTest, UploadAndDownloadRoundTrip) {
   EXPECT_EQ(back, data);
 }
 
-struct MulPush {
-  uint32_t row_base, cols, nt, x_stride, y_stride, y_offset, row_bytes;
-};
-
 Kernel MulKernel(quant::TensorType t) {
   using quant::TensorType;
   switch (t) {
@@ -159,6 +155,77 @@ TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
           }
           ASSERT_NEAR(y[tk * y_stride + 3 + r], want, 1e-5 * mag + 1e-6) << "token " << tk << " row " << r;
         }
+      }
+    }
+  }
+}
+
+// The expert products (mul built with MUL_ID): experts split over two buffers as a model's
+// expert tensor is when it exceeds one binding; each (token, choice) pair takes its own expert's
+// rows and its token's activations (x_div pairs per token); a pair whose expert is in the other
+// buffer is left to that buffer's dispatch.
+TEST(GpuDeviceTest, ExpertProductsTakeEachPairsOwnExpert) {
+  using quant::TensorType;
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  Result<std::unique_ptr<Stream>> stream = dev->NewStream();
+  ASSERT_TRUE(stream.ok());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  const int64_t rows = 19, cols = 256, n_expert = 3, k = 2, n_tok = 3;
+  for (TensorType t : {TensorType::kQ4_K, TensorType::kQ8_0, TensorType::kF16}) {
+    const quant::TypeOps* ops = quant::ReferenceOps(t);
+    SCOPED_TRACE(static_cast<int>(t));
+    const size_t row_bytes = quant::RowBytes(t, cols);
+    std::vector<uint8_t> w(n_expert * rows * row_bytes);
+    std::vector<float> deq(n_expert * rows * cols), src(cols);
+    for (int64_t r = 0; r < n_expert * rows; ++r) {
+      for (float& v : src) v = normal(rng);
+      ops->quantize_row(src.data(), &w[r * row_bytes], cols);
+      ops->dequantize_row(&w[r * row_bytes], &deq[r * cols], cols);
+    }
+    std::vector<float> x(n_tok * cols);
+    for (float& v : x) v = normal(rng);
+    const std::vector<int32_t> ids = {2, 0, 1, 2, 0, 1};  // token t's choices: ids[t * k ..]
+    const uint64_t part0 = 2 * rows * row_bytes, part1 = rows * row_bytes;
+    auto w0 = dev->NewBuffer(part0, false, "experts 0-1");
+    auto w1 = dev->NewBuffer(part1, false, "expert 2");
+    auto xb = dev->NewBuffer(x.size() * 4, false, "x");
+    auto ib = dev->NewBuffer(ids.size() * 4, false, "ids");
+    auto yb = dev->NewBuffer(n_tok * k * rows * 4, true, "y");
+    ASSERT_TRUE(w0.ok() && w1.ok() && xb.ok() && ib.ok() && yb.ok());
+    ASSERT_TRUE(dev->Upload(**w0, 0, w.data(), part0).ok());
+    ASSERT_TRUE(dev->Upload(**w1, 0, w.data() + part0, part1).ok());
+    ASSERT_TRUE(dev->Upload(**xb, 0, x.data(), x.size() * 4).ok());
+    ASSERT_TRUE(dev->Upload(**ib, 0, ids.data(), ids.size() * 4).ok());
+    ASSERT_TRUE((*stream)->Begin().ok());
+    for (auto [buf, first, count] : {std::tuple{w0->get(), 0u, 2u}, std::tuple{w1->get(), 2u, 1u}}) {
+      MulPush p;
+      p.cols = cols;
+      p.nt = n_tok * k;
+      p.x_stride = cols;
+      p.y_stride = rows;
+      p.row_bytes = static_cast<uint32_t>(row_bytes);
+      p.expert_rows = rows;
+      p.expert_first = first;
+      p.experts = count;
+      p.x_div = k;
+      const Kernel kernel = static_cast<Kernel>(static_cast<int>(MulKernel(t)) - static_cast<int>(Kernel::kMulF32) +
+                                                static_cast<int>(Kernel::kMulIdF32));
+      (*stream)->Dispatch(kernel, {buf, xb->get(), yb->get(), ib->get()}, p, rows, n_tok * k);
+    }
+    ASSERT_TRUE((*stream)->Submit().ok());
+    const float* y = static_cast<const float*>((*yb)->mapped());
+    for (int64_t pair = 0; pair < n_tok * k; ++pair) {
+      const int64_t e = ids[pair], tok = pair / k;
+      for (int64_t r = 0; r < rows; ++r) {
+        double want = 0, mag = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double term = static_cast<double>(deq[(e * rows + r) * cols + c]) * x[tok * cols + c];
+          want += term;
+          mag += std::fabs(term);
+        }
+        ASSERT_NEAR(y[pair * rows + r], want, 1e-5 * mag + 1e-6) << "pair " << pair << " row " << r;
       }
     }
   }

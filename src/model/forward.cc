@@ -266,7 +266,7 @@ Status Context::RunGpu(const Batch& b) {
   }
   g.logit_rows = gpu_logit_rows_.data();
   g.n_logits = static_cast<int64_t>(gpu_logit_rows_.size());
-  TANDEM_RETURN_IF_ERROR(gpu_->Forward(g, x_.data(), logits_.data()));
+  TANDEM_RETURN_IF_ERROR(gpu_->Forward(g, x_.data(), logits_.data(), expert_log_));
   n_logits_ = g.n_logits;
   return Status::Ok();
 }

@@ -107,6 +107,8 @@ class Context {
   const Status& status() const { return gpu_status_; }
   // Layers of the range on the GPU.
   int64_t gpu_layers() const { return layer_end_ - host_end_; }
+  // Forward calls whose GPU part replayed the previous recording (GpuLayers::replays).
+  uint64_t gpu_replays() const { return gpu_ != nullptr ? gpu_->replays() : 0; }
 
   const float* logits() const { return logits_.data(); }
   int64_t n_logits() const { return n_logits_; }
@@ -121,7 +123,7 @@ class Context {
   // For tests: every Forward from now on appends, for each mixture-of-experts layer it runs and
   // each token of the batch, the n_expert_used experts chosen (most probable first) to `log` and,
   // if given, the router's margin to `margins`: log p of the last chosen expert minus log p of
-  // the best one left out (how close the choice was to a tie). nullptr stops it.
+  // the best one left out (how close the choice was to a tie; the CPU layers only). nullptr stops it.
   void set_expert_log(std::vector<int32_t>* log, std::vector<float>* margins = nullptr) {
     expert_log_ = log;
     margin_log_ = margins;

@@ -13,8 +13,7 @@ namespace {
 
 // Groups per dispatch dimension every Vulkan device takes (maxComputeWorkGroupCount's minimum).
 constexpr int64_t kMaxGroups = 65535;
-// Tokens per workgroup of the matrix product (mul.comp's NT).
-constexpr int64_t kMulTokens = 8;
+using gpu::kMulTokens;
 
 bool MulKernel(TensorType t, Kernel* k) {
   switch (t) {
@@ -35,8 +34,17 @@ bool MulKernel(TensorType t, Kernel* k) {
   }
 }
 
-struct MulPush {
-  uint32_t row_base, cols, nt, x_stride, y_stride, y_offset, row_bytes;
+// The product with each (token, choice) pair's own expert, of a weight type.
+Kernel MulIdKernel(Kernel mul) {
+  return static_cast<Kernel>(static_cast<int>(mul) - static_cast<int>(Kernel::kMulF32) + static_cast<int>(Kernel::kMulIdF32));
+}
+
+using gpu::MulPush;
+struct RoutePush {
+  uint32_t n_expert, k, normalize;
+};
+struct CombinePush {
+  uint32_t n, len, k;
 };
 struct NormPush {
   uint32_t len, x_stride, y_stride;
@@ -69,7 +77,20 @@ struct SoftcapPush {
 };
 
 // A matrix in device memory: its rows split into parts no larger than one binding.
+// How the CPU's product rounds a weight type's activations (quant::TypeOps::act_type): not at all
+// (float weights), to Q8_0 or Q8_1 blocks of 32 (the same values), or to Q8_K blocks of 256.
+enum class ActRound { kNone, kQ8_0, kQ8_K };
+ActRound ActRoundOf(TensorType t) {
+  switch (quant::ReferenceOps(t)->act_type) {
+    case TensorType::kQ8_0:
+    case TensorType::kQ8_1: return ActRound::kQ8_0;
+    case TensorType::kQ8_K: return ActRound::kQ8_K;
+    default: return ActRound::kNone;
+  }
+}
+
 struct GpuMatrix {
+  ActRound act = ActRound::kNone;
   Kernel kernel = Kernel::kMulF32;
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
@@ -80,7 +101,24 @@ struct GpuMatrix {
   std::vector<Part> parts;
 };
 
+// The experts of one mixture-of-experts matrix: whole experts per part, each part no larger than
+// one binding.
+struct GpuExperts {
+  ActRound act = ActRound::kNone;
+  Kernel kernel = Kernel::kMulIdF32;
+  int64_t rows = 0, cols = 0;  // per expert
+  size_t row_bytes = 0;
+  struct Part {
+    std::unique_ptr<Buffer> buf;
+    int64_t first = 0, count = 0;  // experts
+  };
+  std::vector<Part> parts;
+};
+
 struct GpuLayer {
+  GpuMatrix router;
+  GpuExperts gate_exps, up_exps, down_exps;
+  std::unique_ptr<Buffer> expert_ids;  // host-visible [n][k]: each token's experts (for the log)
   std::unique_ptr<Buffer> attn_norm, bq, bk, bv, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
   GpuMatrix wq, wk, wv, wo, gate, up, down;
   std::unique_ptr<Buffer> k_cache, v_cache;
@@ -97,7 +135,8 @@ void Slices(int64_t n, F f) {
 }  // namespace
 
 std::string GpuRefusal(const ModelParams& p, TensorType type_k, TensorType type_v) {
-  if (p.is_moe()) return "mixture-of-experts layers do not run on the GPU yet";
+  if (p.n_ff_shexp > 0) return "a shared expert (qwen2moe) does not run on the GPU yet";
+  if (p.is_moe() && p.n_expert_used > 16) return "more than 16 experts per token do not run on the GPU";
   if (p.head_dim > 256) return "head size " + std::to_string(p.head_dim) + " is above the GPU attention's 256";
   for (TensorType t : {type_k, type_v}) {
     if (t != TensorType::kF16 && t != TensorType::kQ8_0) return "the GPU keeps its KV cache in f16 or q8_0";
@@ -145,7 +184,27 @@ struct GpuLayers::Impl {
   // (host-visible).
   int64_t reserved = 0, logit_rows_cap = 0;
   std::unique_ptr<Buffer> x, xn, q, k, v, att, gate, up, tmp, logits;
+  std::unique_ptr<Buffer> router, expert_w, ye;  // mixture of experts
+  // A product's input rounded as the CPU rounds it (per ActRound), and which buffer it holds
+  // rounded: valid until something other than a product writes (epoch) or a product writes
+  // that buffer, so q, k and v (gate and up) round their input once.
+  std::unique_ptr<Buffer> rounded[3];
+  struct RoundedFrom {
+    const Buffer* src = nullptr;
+    uint64_t epoch = 0;
+  };
+  RoundedFrom rounded_from[3];
+  uint64_t epoch = 1;
   std::unique_ptr<Buffer> in_x, cs, cs_local, cells[2], seq_cells[2], tok[2], logit_rows, out;
+  // The stream's last recording, and what it was recorded for: tokens, logit rows, and the
+  // generation of the buffers (bumped whenever one is replaced).
+  struct Shape {
+    int64_t n = -1, n_logits = -1;
+    uint64_t generation = 0;
+    bool operator==(const Shape&) const = default;
+  };
+  Shape recorded;
+  uint64_t generation = 0, replays = 0;
 
   Impl(std::shared_ptr<gpu::Device> d, const Model& m, Config c)
       : dev(std::move(d)), model(m), p(m.params()), cfg(std::move(c)) {}
@@ -166,9 +225,11 @@ struct GpuLayers::Impl {
     if (!MulKernel(m.type, &out->kernel)) {
       return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.type)));
     }
+    out->act = ActRoundOf(m.type);
     out->rows = m.rows;
     out->cols = m.cols;
     out->row_bytes = quant::RowBytes(m.type, m.cols);
+    if (m.rows == 0) return Status::Ok();
     const int64_t per_part = std::max<int64_t>(1, static_cast<int64_t>(dev->info().max_binding_bytes / out->row_bytes));
     for (int64_t first = 0; first < m.rows; first += per_part) {
       GpuMatrix::Part part;
@@ -183,9 +244,40 @@ struct GpuLayers::Impl {
     return Status::Ok();
   }
 
-  static Status Ensure(gpu::Device& d, std::unique_ptr<Buffer>& b, uint64_t bytes, bool host, const char* what) {
+  Status UploadExperts(const ExpertMatrices& m, const std::string& what, GpuExperts* out) {
+    Kernel mul;
+    if (!MulKernel(m.all.type, &mul)) {
+      return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.all.type)));
+    }
+    out->kernel = MulIdKernel(mul);
+    out->act = ActRoundOf(m.all.type);
+    out->rows = m.all.rows / m.n_expert;
+    out->cols = m.all.cols;
+    out->row_bytes = quant::RowBytes(m.all.type, m.all.cols);
+    const uint64_t expert_bytes = static_cast<uint64_t>(out->rows) * out->row_bytes;
+    if (expert_bytes > dev->info().max_binding_bytes) {
+      return Status::Unsupported(name() + ": one expert of " + what + " (" + std::to_string(expert_bytes >> 20) +
+                                 " MiB) is larger than one binding");
+    }
+    const int64_t per_part = static_cast<int64_t>(dev->info().max_binding_bytes / expert_bytes);
+    for (int64_t first = 0; first < m.n_expert; first += per_part) {
+      GpuExperts::Part part;
+      part.first = first;
+      part.count = std::min(per_part, m.n_expert - first);
+      const uint64_t bytes = static_cast<uint64_t>(part.count) * expert_bytes;
+      TANDEM_ASSIGN_OR_RETURN(part.buf, dev->NewBuffer(bytes, false, what));
+      TANDEM_RETURN_IF_ERROR(dev->Upload(*part.buf, 0, static_cast<const uint8_t*>(m.all.data) + first * expert_bytes, bytes));
+      out->parts.push_back(std::move(part));
+    }
+    return Status::Ok();
+  }
+
+  // Grows b to at least `bytes`; a new buffer makes a new generation (recordings naming the old
+  // one cannot be replayed).
+  Status Ensure(gpu::Device& d, std::unique_ptr<Buffer>& b, uint64_t bytes, bool host, const char* what) {
     bytes = std::max<uint64_t>(bytes, 16);
     if (b != nullptr && b->size() >= bytes) return Status::Ok();
+    ++generation;
     b.reset();
     TANDEM_ASSIGN_OR_RETURN(b, d.NewBuffer(bytes, host, what));
     return Status::Ok();
@@ -195,7 +287,7 @@ struct GpuLayers::Impl {
     gpu::Device& d = *dev;
     if (n > reserved) {
       const uint64_t f = sizeof(float);
-      const int64_t ff = std::max<int64_t>(p.n_ff, 1);
+      const int64_t ff = std::max<int64_t>({p.n_ff, p.n_expert_used * p.n_ff_exp, 1});
       TANDEM_RETURN_IF_ERROR(Ensure(d, x, n * p.n_embd * f, false, "activations"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, xn, n * p.n_embd * f, false, "activations"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, tmp, n * p.n_embd * f, false, "activations"));
@@ -205,6 +297,8 @@ struct GpuLayers::Impl {
       TANDEM_RETURN_IF_ERROR(Ensure(d, v, n * p.kv_dim() * f, false, "activations"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, gate, n * ff * f, false, "activations"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, up, n * ff * f, false, "activations"));
+      const int64_t widest = std::max({n * ff, n * p.n_embd, n * p.q_dim()});
+      for (int a = 1; a < 3; ++a) TANDEM_RETURN_IF_ERROR(Ensure(d, rounded[a], widest * f, false, "activations"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, in_x, n * p.n_embd * f, true, "the batch's input"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, cs, n * p.head_dim * f, true, "the batch's input"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, cs_local, n * p.head_dim * f, true, "the batch's input"));
@@ -213,6 +307,15 @@ struct GpuLayers::Impl {
         TANDEM_RETURN_IF_ERROR(Ensure(d, tok[pool], n * 12, true, "the batch's input"));
       }
       TANDEM_RETURN_IF_ERROR(Ensure(d, logit_rows, n * 4, true, "the batch's input"));
+      if (p.is_moe()) {
+        const int64_t k_used = p.n_expert_used;
+        TANDEM_RETURN_IF_ERROR(Ensure(d, router, n * p.n_expert * f, false, "activations"));
+        TANDEM_RETURN_IF_ERROR(Ensure(d, expert_w, n * k_used * f, false, "activations"));
+        TANDEM_RETURN_IF_ERROR(Ensure(d, ye, n * k_used * p.n_embd * f, false, "activations"));
+        for (GpuLayer& g : layers) {
+          TANDEM_RETURN_IF_ERROR(Ensure(d, g.expert_ids, n * k_used * sizeof(int32_t), true, "expert choices"));
+        }
+      }
       TANDEM_RETURN_IF_ERROR(Ensure(d, out, n * p.n_embd * f, true, "the batch's output"));
       reserved = n;
     }
@@ -233,9 +336,38 @@ struct GpuLayers::Impl {
     return Status::Ok();
   }
 
+  // Every dispatch but a product's: its writes end the rounded inputs' validity.
+  template <typename P>
+  void Dispatch(Kernel k, std::initializer_list<const Buffer*> buffers, const P& push, uint32_t gx, uint32_t gy = 1) {
+    ++epoch;
+    stream->Dispatch(k, buffers, push, gx, gy);
+  }
+
+  // x (rows of `cols`, contiguous) as the products of weights rounding to `act` see it.
+  const Buffer& Rounded(ActRound act, const Buffer& xb, int64_t rows, int64_t cols) {
+    if (act == ActRound::kNone) return xb;
+    const int a = static_cast<int>(act);
+    RoundedFrom& from = rounded_from[a];
+    if (from.src != &xb || from.epoch != epoch) {
+      const int64_t blocks = rows * cols / (act == ActRound::kQ8_K ? 256 : 32);
+      stream->Dispatch(act == ActRound::kQ8_K ? Kernel::kActRoundQ8_K : Kernel::kActRoundQ8_0, {&xb, rounded[a].get()},
+                       static_cast<uint32_t>(blocks), static_cast<uint32_t>(std::min<int64_t>((blocks + 63) / 64, kMaxGroups)));
+      from = {&xb, epoch};
+    }
+    return *rounded[a];
+  }
+  // A product wrote yb: a rounding of yb is stale.
+  void Wrote(const Buffer& yb) {
+    for (RoundedFrom& from : rounded_from) {
+      if (from.src == &yb) from.src = nullptr;
+    }
+  }
+
   // y (nt rows, y_stride apart, starting at column y_col) = m times x (nt rows of x_stride).
-  void Mul(const GpuMatrix& m, const Buffer& xb, int64_t nt, int64_t x_stride, const Buffer& yb, int64_t y_stride,
+  void Mul(const GpuMatrix& m, const Buffer& x_in, int64_t nt, int64_t x_stride, const Buffer& yb, int64_t y_stride,
            int64_t y_col = 0) {
+    const Buffer& xb = Rounded(m.act, x_in, nt, x_stride);
+    Wrote(yb);
     for (const GpuMatrix::Part& part : m.parts) {
       Slices(part.rows, [&](int64_t first, int64_t rows) {
         const MulPush push{static_cast<uint32_t>(first), static_cast<uint32_t>(m.cols), static_cast<uint32_t>(nt),
@@ -246,17 +378,56 @@ struct GpuLayers::Impl {
       });
     }
   }
+  // y (pairs rows, y_stride apart) = each (token, choice) pair's expert times its activation row
+  // (x row pair / x_div).
+  void MulId(const GpuExperts& m, const Buffer& ids, const Buffer& x_in, int64_t pairs, int64_t x_stride, int64_t x_div,
+             const Buffer& yb, int64_t y_stride) {
+    const Buffer& xb = Rounded(m.act, x_in, pairs / x_div, x_stride);
+    Wrote(yb);
+    for (const GpuExperts::Part& part : m.parts) {
+      Slices(m.rows, [&](int64_t first, int64_t rows) {
+        MulPush push{static_cast<uint32_t>(first), static_cast<uint32_t>(m.cols), static_cast<uint32_t>(pairs),
+                     static_cast<uint32_t>(x_stride), static_cast<uint32_t>(y_stride), 0,
+                     static_cast<uint32_t>(m.row_bytes)};
+        push.expert_rows = static_cast<uint32_t>(m.rows);
+        push.expert_first = static_cast<uint32_t>(part.first);
+        push.experts = static_cast<uint32_t>(part.count);
+        push.x_div = static_cast<uint32_t>(x_div);
+        stream->Dispatch(m.kernel, {part.buf.get(), &xb, &yb, &ids}, push, static_cast<uint32_t>(rows),
+                         static_cast<uint32_t>(pairs));
+      });
+    }
+  }
+
+  // Mixture of experts on xn (n rows) into tmp: route, each pair's gate and up, SiLU, down, the
+  // weighted sum per token.
+  void Experts(const GpuLayer& w, int64_t n) {
+    const int64_t E = p.n_embd, F = p.n_ff_exp, k = p.n_expert_used, pairs = n * k;
+    Mul(w.router, *xn, n, E, *router, p.n_expert);
+    Dispatch(Kernel::kMoeRoute, {router.get(), w.expert_ids.get(), expert_w.get()},
+                     RoutePush{static_cast<uint32_t>(p.n_expert), static_cast<uint32_t>(k), p.expert_weights_norm ? 1u : 0u},
+                     static_cast<uint32_t>(n));
+    MulId(w.gate_exps, *w.expert_ids, *xn, pairs, E, k, *gate, F);
+    MulId(w.up_exps, *w.expert_ids, *xn, pairs, E, k, *up, F);
+    Dispatch(Kernel::kActMul, {gate.get(), up.get()}, ActPush{static_cast<uint32_t>(pairs * F), 0u},
+                     static_cast<uint32_t>(std::min<int64_t>((pairs * F + 255) / 256, kMaxGroups)));
+    MulId(w.down_exps, *w.expert_ids, *gate, pairs, F, 1, *ye, E);
+    Dispatch(Kernel::kMoeCombine, {ye.get(), expert_w.get(), tmp.get()},
+                     CombinePush{static_cast<uint32_t>(n * E), static_cast<uint32_t>(E), static_cast<uint32_t>(k)},
+                     static_cast<uint32_t>(std::min<int64_t>((n * E + 255) / 256, kMaxGroups)));
+  }
+
   // Rows of `len` floats, in place when xb is yb.
   void Norm(const Buffer& xb, const Buffer& w, const Buffer& yb, int64_t rows, int64_t len) {
     Slices(rows, [&](int64_t first, int64_t count) {
       const NormPush push{static_cast<uint32_t>(len), static_cast<uint32_t>(len), static_cast<uint32_t>(len),
                           p.rms_eps, static_cast<uint32_t>(first)};
-      stream->Dispatch(Kernel::kRmsNorm, {&xb, &w, &yb}, push, static_cast<uint32_t>(count));
+      Dispatch(Kernel::kRmsNorm, {&xb, &w, &yb}, push, static_cast<uint32_t>(count));
     });
   }
   void Add(const Buffer& a, const Buffer& b, int64_t n, int64_t b_len) {
     const AddPush push{static_cast<uint32_t>(n), static_cast<uint32_t>(b_len)};
-    stream->Dispatch(Kernel::kAdd, {&a, &b}, push, static_cast<uint32_t>(std::min<int64_t>((n + 255) / 256, kMaxGroups)));
+    Dispatch(Kernel::kAdd, {&a, &b}, push, static_cast<uint32_t>(std::min<int64_t>((n + 255) / 256, kMaxGroups)));
   }
 
   void Layer(const GpuLayer& w, int64_t n) {
@@ -276,18 +447,18 @@ struct GpuLayers::Impl {
     }
     const Buffer& angles = w.local ? *cs_local : *cs;
     const uint32_t halves = p.rope_order == RopeOrder::kHalves ? 1 : 0;
-    stream->Dispatch(Kernel::kRope, {q.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(qd), halves},
+    Dispatch(Kernel::kRope, {q.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(qd), halves},
                      static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head));
-    stream->Dispatch(Kernel::kRope, {k.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(kvd), halves},
+    Dispatch(Kernel::kRope, {k.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(kvd), halves},
                      static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head_kv));
-    stream->Dispatch(store_k, {k.get(), cells[w.pool].get(), w.k_cache.get()},
+    Dispatch(store_k, {k.get(), cells[w.pool].get(), w.k_cache.get()},
                      StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(k_row_bytes)}, static_cast<uint32_t>(n));
-    stream->Dispatch(store_v, {v.get(), cells[w.pool].get(), w.v_cache.get()},
+    Dispatch(store_v, {v.get(), cells[w.pool].get(), w.v_cache.get()},
                      StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(v_row_bytes)}, static_cast<uint32_t>(n));
     const AttnPush ap{static_cast<uint32_t>(qd), static_cast<uint32_t>(D), static_cast<uint32_t>(p.n_head / p.n_head_kv),
                       static_cast<uint32_t>(k_row_bytes), static_cast<uint32_t>(v_row_bytes), p.AttentionScale(),
                       w.local ? 1u : 0u};
-    stream->Dispatch(attn_kernel, {q.get(), w.k_cache.get(), w.v_cache.get(), seq_cells[w.pool].get(), tok[w.pool].get(),
+    Dispatch(attn_kernel, {q.get(), w.k_cache.get(), w.v_cache.get(), seq_cells[w.pool].get(), tok[w.pool].get(),
                                    att.get()},
                      ap, static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head));
     Mul(w.wo, *att, n, qd, *xn, E);
@@ -295,12 +466,16 @@ struct GpuLayers::Impl {
     Add(*x, *xn, n * E, n * E);
 
     Norm(*x, *w.ffn_norm, *xn, n, E);
-    Mul(w.gate, *xn, n, E, *gate, p.n_ff);
-    Mul(w.up, *xn, n, E, *up, p.n_ff);
-    const ActPush act{static_cast<uint32_t>(n * p.n_ff), p.ffn_act == FfnActivation::kGelu ? 1u : 0u};
-    stream->Dispatch(Kernel::kActMul, {gate.get(), up.get()}, act,
-                     static_cast<uint32_t>(std::min<int64_t>((n * p.n_ff + 255) / 256, kMaxGroups)));
-    Mul(w.down, *gate, n, p.n_ff, *tmp, E);
+    if (p.is_moe()) {
+      Experts(w, n);
+    } else {
+      Mul(w.gate, *xn, n, E, *gate, p.n_ff);
+      Mul(w.up, *xn, n, E, *up, p.n_ff);
+      const ActPush act{static_cast<uint32_t>(n * p.n_ff), p.ffn_act == FfnActivation::kGelu ? 1u : 0u};
+      Dispatch(Kernel::kActMul, {gate.get(), up.get()}, act,
+                       static_cast<uint32_t>(std::min<int64_t>((n * p.n_ff + 255) / 256, kMaxGroups)));
+      Mul(w.down, *gate, n, p.n_ff, *tmp, E);
+    }
     if (w.post_ffn_norm != nullptr) Norm(*tmp, *w.post_ffn_norm, *tmp, n, E);
     Add(*x, *tmp, n * E, n * E);
   }
@@ -314,6 +489,21 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
   const ModelParams& p = model.params();
   const std::string refusal = GpuRefusal(p, config.type_k, config.type_v);
   if (!refusal.empty()) return Status::Unsupported(device->info().name + ": " + refusal);
+  // Refused before any upload when the weights and cache do not fit the device's free memory.
+  {
+    const size_t kv_row = quant::RowBytes(config.type_k, p.kv_dim()) + quant::RowBytes(config.type_v, p.kv_dim());
+    uint64_t need = TensorsOfStage(model.file(), config.layer_begin, config.layer_end, false, config.head).bytes;
+    for (bool w : config.window) need += static_cast<uint64_t>(config.cells[w ? 1 : 0]) * kv_row;
+    const gpu::DeviceInfo& d = device->info();
+    const uint64_t free = d.memory_bytes - std::min(d.memory_bytes, device->allocated_bytes());
+    if (need > free) {
+      return Status::ResourceExhausted(
+          "layers " + std::to_string(config.layer_begin) + ".." + std::to_string(config.layer_end - 1) +
+          (config.head ? " and the head" : "") + " need " + std::to_string(need >> 20) + " MiB on " + d.name + " (" +
+          d.description + "), which has " + std::to_string(free >> 20) + " MiB free of " +
+          std::to_string(d.memory_bytes >> 20) + " (use a smaller -ngl or -c)");
+    }
+  }
   auto impl = std::make_unique<Impl>(std::move(device), model, config);
   Impl& im = *impl;
   TANDEM_ASSIGN_OR_RETURN(im.stream, im.dev->NewStream());
@@ -342,9 +532,16 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
     TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wk, at + "attn_k", &g.wk));
     TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wv, at + "attn_v", &g.wv));
     TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wo, at + "attn_output", &g.wo));
-    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.gate, at + "ffn_gate", &g.gate));
-    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.up, at + "ffn_up", &g.up));
-    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.down, at + "ffn_down", &g.down));
+    if (p.is_moe()) {
+      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.router, at + "ffn_gate_inp", &g.router));
+      TANDEM_RETURN_IF_ERROR(im.UploadExperts(lw.gate_exps, at + "ffn_gate_exps", &g.gate_exps));
+      TANDEM_RETURN_IF_ERROR(im.UploadExperts(lw.up_exps, at + "ffn_up_exps", &g.up_exps));
+      TANDEM_RETURN_IF_ERROR(im.UploadExperts(lw.down_exps, at + "ffn_down_exps", &g.down_exps));
+    } else {
+      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.gate, at + "ffn_gate", &g.gate));
+      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.up, at + "ffn_up", &g.up));
+      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.down, at + "ffn_down", &g.down));
+    }
     g.pool = config.window[il - config.layer_begin] ? 1 : 0;
     g.local = p.IsLocalLayer(il);
     const int64_t cells = config.cells[g.pool];
@@ -372,16 +569,18 @@ Status GpuLayers::GrowWindow(int64_t cells) {
       *cache = std::move(wider);
     }
   }
+  ++im.generation;
+  im.recorded = Impl::Shape{};
   im.window_cells = cells;
   return Status::Ok();
 }
 
-Status GpuLayers::Forward(const GpuBatch& b, float* x, float* logits) {
+Status GpuLayers::Forward(const GpuBatch& b, float* x, float* logits, std::vector<int32_t>* expert_log) {
   Impl& im = *impl_;
   const ModelParams& p = im.p;
-  const int64_t n = b.n, E = p.n_embd;
+  const int64_t n = b.n, E = p.n_embd, V = p.n_vocab;
   TANDEM_RETURN_IF_ERROR(im.Reserve(n, b.n_logits));
-  // The batch's inputs.
+  // The batch's inputs, into the host-visible buffers the recording reads.
   std::memcpy(im.in_x->mapped(), x, n * E * sizeof(float));
   std::memcpy(im.cs->mapped(), b.rope_cs, n * p.head_dim * sizeof(float));
   if (b.rope_cs_local != nullptr) std::memcpy(im.cs_local->mapped(), b.rope_cs_local, n * p.head_dim * sizeof(float));
@@ -390,39 +589,72 @@ Status GpuLayers::Forward(const GpuBatch& b, float* x, float* logits) {
     std::memcpy(im.cells[pool]->mapped(), b.cells[pool], n * sizeof(int32_t));
     std::memcpy(im.tok[pool]->mapped(), b.tok[pool]->data(), n * 3 * sizeof(int32_t));
     const std::vector<int32_t>& sc = *b.seq_cells[pool];
-    TANDEM_RETURN_IF_ERROR(Impl::Ensure(*im.dev, im.seq_cells[pool], sc.size() * sizeof(int32_t), true, "the batch's input"));
+    // Room for every cell of the pool, so the buffer (and a recording naming it) stays.
+    const int64_t pool_cells = pool == 0 ? im.cfg.cells[0] : im.window_cells;
+    TANDEM_RETURN_IF_ERROR(im.Ensure(*im.dev, im.seq_cells[pool],
+                                     std::max<int64_t>(static_cast<int64_t>(sc.size()), pool_cells) * sizeof(int32_t), true,
+                                     "the batch's input"));
     std::memcpy(im.seq_cells[pool]->mapped(), sc.data(), sc.size() * sizeof(int32_t));
   }
-  TANDEM_RETURN_IF_ERROR(im.stream->Begin());
-  im.stream->Copy(*im.in_x, 0, *im.x, 0, n * E * sizeof(float));
-  for (const GpuLayer& g : im.layers) im.Layer(g, n);
-  if (!im.cfg.head) {
-    im.stream->Copy(*im.x, 0, *im.out, 0, n * E * sizeof(float));
-    TANDEM_RETURN_IF_ERROR(im.stream->Submit());
-    std::memcpy(x, im.out->mapped(), n * E * sizeof(float));
-    return Status::Ok();
-  }
-  // The head, on the marked rows, as many per pass as one binding of logits holds.
-  if (b.n_logits == 0) return im.stream->Submit();
-  const int64_t V = p.n_vocab;
-  for (int64_t first = 0; first < b.n_logits; first += im.logit_rows_cap) {
+  const bool head = im.cfg.head && b.n_logits > 0;
+  // The head runs on the marked rows, as many per pass as one binding of logits holds.
+  auto record_head = [&](int64_t first) {
     const int64_t rows = std::min(im.logit_rows_cap, b.n_logits - first);
-    if (first > 0) TANDEM_RETURN_IF_ERROR(im.stream->Begin());
-    std::memcpy(im.logit_rows->mapped(), b.logit_rows + first, rows * sizeof(int32_t));
-    im.stream->Dispatch(Kernel::kGather, {im.x.get(), im.logit_rows.get(), im.xn.get()},
+    if (first > 0) std::memcpy(im.logit_rows->mapped(), b.logit_rows + first, rows * sizeof(int32_t));
+    im.Dispatch(Kernel::kGather, {im.x.get(), im.logit_rows.get(), im.xn.get()},
                         GatherPush{static_cast<uint32_t>(E)}, static_cast<uint32_t>(rows));
     im.Norm(*im.xn, *im.output_norm, *im.xn, rows, E);
     im.Mul(im.output, *im.xn, rows, E, *im.logits, V);
     if (p.logit_softcap > 0) {
-      im.stream->Dispatch(Kernel::kSoftcap, {im.logits.get()}, SoftcapPush{static_cast<uint32_t>(rows * V), p.logit_softcap},
+      im.Dispatch(Kernel::kSoftcap, {im.logits.get()}, SoftcapPush{static_cast<uint32_t>(rows * V), p.logit_softcap},
                           static_cast<uint32_t>(std::min<int64_t>((rows * V + 255) / 256, kMaxGroups)));
     }
     im.stream->Copy(*im.logits, 0, *im.out, 0, rows * V * sizeof(float));
+  };
+  // A batch shaped like the last one (same tokens and logit rows, the same buffers: a decode step
+  // after a decode step) replays the last recording: its dispatches depend only on those, and
+  // the inputs it reads (hidden states, angles, cells, attention plan) were written above.
+  if (head) std::memcpy(im.logit_rows->mapped(), b.logit_rows, std::min(im.logit_rows_cap, b.n_logits) * sizeof(int32_t));
+  const Impl::Shape shape{n, b.n_logits, im.generation};
+  if (im.recorded == shape) {
+    TANDEM_RETURN_IF_ERROR(im.stream->Replay());
+    ++im.replays;
+  } else {
+    im.recorded = Impl::Shape{};
+    for (Impl::RoundedFrom& from : im.rounded_from) from = {};
+    TANDEM_RETURN_IF_ERROR(im.stream->Begin());
+    im.stream->Copy(*im.in_x, 0, *im.x, 0, n * E * sizeof(float));
+    for (const GpuLayer& g : im.layers) im.Layer(g, n);
+    if (head) {
+      record_head(0);
+    } else if (!im.cfg.head) {
+      im.stream->Copy(*im.x, 0, *im.out, 0, n * E * sizeof(float));
+    }
     TANDEM_RETURN_IF_ERROR(im.stream->Submit());
-    std::memcpy(logits + first * V, im.out->mapped(), rows * V * sizeof(float));
+    if (!head || b.n_logits <= im.logit_rows_cap) im.recorded = shape;  // one submission did it all
+  }
+  if (expert_log != nullptr && p.is_moe()) {  // each layer's expert choices
+    for (const GpuLayer& g : im.layers) {
+      const int32_t* ids = static_cast<const int32_t*>(g.expert_ids->mapped());
+      expert_log->insert(expert_log->end(), ids, ids + n * p.n_expert_used);
+    }
+  }
+  if (!im.cfg.head) {
+    std::memcpy(x, im.out->mapped(), n * E * sizeof(float));
+    return Status::Ok();
+  }
+  if (!head) return Status::Ok();
+  std::memcpy(logits, im.out->mapped(), std::min(im.logit_rows_cap, b.n_logits) * V * sizeof(float));
+  for (int64_t first = im.logit_rows_cap; first < b.n_logits; first += im.logit_rows_cap) {
+    TANDEM_RETURN_IF_ERROR(im.stream->Begin());
+    record_head(first);
+    TANDEM_RETURN_IF_ERROR(im.stream->Submit());
+    std::memcpy(logits + first * V, im.out->mapped(), std::min(im.logit_rows_cap, b.n_logits - first) * V * sizeof(float));
   }
   return Status::Ok();
 }
+
+uint64_t GpuLayers::replays() const { return impl_->replays; }
 
 uint64_t GpuLayers::device_bytes() const { return impl_->dev->allocated_bytes(); }
 

@@ -7,14 +7,20 @@
 // places the tokens' cells and plans attention as for its CPU layers (the same cells, so a
 // truncation or a dropped window cell means the same thing on both), and GpuLayers records the
 // layers' dispatches into one command buffer: the stage's input rows (hidden states) go up, and
-// only its output (hidden states, or the logits of the marked tokens) comes back.
+// only its output (hidden states, or the logits of the marked tokens) comes back. A batch of the
+// same shape as the last (a decode step after a decode step) replays that recording: the
+// dispatches depend only on the number of tokens and logit rows, and everything that changes per
+// step (hidden states, RoPE angles, cells, the attention plan) is read from buffers written
+// before the submission.
 //
 // The forward steps are those of model/forward.h: RMSNorm, Q/K/V products (+ biases, per-head
 // norms), RoPE (angles computed on the host, as the CPU path computes them), K and V stored in
 // the cache (F16 or Q8_0), attention over the cells of each token's sequence (flash style, with
 // its online softmax, whichever algorithm ContextOptions names), output product (+ its norm),
-// residual; RMSNorm, SiLU- or GELU-gated FFN (+ its norm), residual. Mixture-of-experts layers
-// are not on the GPU yet: a Context refuses to place them there.
+// residual; RMSNorm, SiLU- or GELU-gated FFN or the mixture of experts (the router, each token's
+// top experts chosen on the device by model/moe.h's rule, each (token, choice) pair multiplied
+// with its own expert's rows, the weighted sum) (+ its norm), residual. qwen2moe's shared expert
+// is not on the GPU yet: a Context refuses to place such layers there.
 //
 // Thread safety: one Forward at a time (the Context's rule).
 #pragma once
@@ -70,13 +76,18 @@ class GpuLayers {
   ~GpuLayers();
 
   // Runs the batch: `x` holds its n rows of n_embd input hidden states and receives the output
-  // ones; with the head, `logits` receives n_logits rows of n_vocab instead.
-  Status Forward(const GpuBatch& batch, float* x, float* logits);
+  // ones; with the head, `logits` receives n_logits rows of n_vocab instead. With `expert_log`,
+  // each mixture-of-experts layer's choices (per token, n_expert_used ids, most probable first)
+  // are appended to it, layer by layer, as Context::set_expert_log describes.
+  Status Forward(const GpuBatch& batch, float* x, float* logits, std::vector<int32_t>* expert_log = nullptr);
   // The window pool grew to `cells` per layer (model/kv_cache.h): its rows are kept.
   Status GrowWindow(int64_t cells);
 
-  // Bytes of device memory held (weights, cache, activations).
+  // Bytes of device memory allocated on the device (by everything sharing it).
   uint64_t device_bytes() const;
+  // Forward calls that replayed the previous recording instead of recording anew (a decode step
+  // after a decode step does).
+  uint64_t replays() const;
 
  private:
   struct Impl;

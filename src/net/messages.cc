@@ -199,6 +199,13 @@ void WorkerInfo::Encode(Writer& w) const {
   w.U64(free_memory);
   w.F32(matvec_gbps);
   w.U8(busy ? 1 : 0);
+  w.U32(static_cast<uint32_t>(gpus.size()));
+  for (const GpuInfo& g : gpus) {
+    w.Str(g.name);
+    w.Str(g.description);
+    w.U64(g.memory);
+    w.F32(g.read_gbps);
+  }
 }
 Result<Welcome> Welcome::Decode(std::span<const uint8_t> payload) {
   Parser p(payload, "Welcome");
@@ -211,6 +218,18 @@ Result<Welcome> Welcome::Decode(std::span<const uint8_t> payload) {
   p.Get(&m.info.matvec_gbps, "matvec_gbps");
   p.Check(std::isfinite(m.info.matvec_gbps) && m.info.matvec_gbps >= 0, "matvec_gbps", "is not a finite non-negative number");
   p.Bool(&m.info.busy, "busy");
+  uint32_t ng = 0;
+  p.Get(&ng, "gpus");
+  p.Check(ng <= kMaxGpus, "gpus", "has " + std::to_string(ng) + " entries (at most " + std::to_string(kMaxGpus) + ")");
+  for (uint32_t i = 0; i < ng && p.ok(); ++i) {
+    GpuInfo g;
+    p.Str(&g.name, "gpu name");
+    p.Str(&g.description, "gpu description");
+    p.Get(&g.memory, "gpu memory");
+    p.Get(&g.read_gbps, "gpu read_gbps");
+    p.Check(std::isfinite(g.read_gbps) && g.read_gbps >= 0, "gpu read_gbps", "is not a finite non-negative number");
+    m.info.gpus.push_back(std::move(g));
+  }
   return Finish(p, m);
 }
 

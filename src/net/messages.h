@@ -80,6 +80,15 @@ struct Auth {
 };
 
 // What a worker reports about itself once the client is authenticated.
+// A GPU a worker computes on (gpu/device.h).
+struct GpuInfo {
+  std::string name;         // "Vulkan0"
+  std::string description;  // the driver's device name
+  uint64_t memory = 0;      // bytes of device memory
+  float read_gbps = 0;      // measured read bandwidth, GB/s
+};
+inline constexpr uint32_t kMaxGpus = 16;
+
 struct WorkerInfo {
   std::string name;          // host name
   std::string cpu_features;  // e.g. "avx512 vnni"
@@ -87,6 +96,7 @@ struct WorkerInfo {
   uint64_t free_memory = 0;  // bytes the worker may use for weights and KV cache
   float matvec_gbps = 0;     // measured Q4_K matrix-vector speed, GB/s of weights
   bool busy = false;         // serving a main node now (set per connection; a probe reads it)
+  std::vector<GpuInfo> gpus;  // the GPU its stages run on (none: its CPU)
   void Encode(Writer& w) const;  // the bytes Welcome carries after the proof
 };
 

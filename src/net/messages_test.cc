@@ -111,9 +111,14 @@ TEST(MessagesTest, HandshakeAndControlRoundTrip) {
   EXPECT_EQ(h2->nonce, h.nonce);
 
   Welcome w;
-  w.info = {"node", "avx2", 8, 1ull << 34, 12.5f, true};
+  w.info = {"node", "avx2", 8, 1ull << 34, 12.5f, true, {{"Vulkan0", "NVIDIA H200", 140ull << 30, 4100.5f}}};
   Result<Welcome> w2 = Welcome::Decode(PayloadOf(w));
   ASSERT_TRUE(w2.ok());
+  ASSERT_EQ(w2->info.gpus.size(), 1u);
+  EXPECT_EQ(w2->info.gpus[0].name, "Vulkan0");
+  EXPECT_EQ(w2->info.gpus[0].description, "NVIDIA H200");
+  EXPECT_EQ(w2->info.gpus[0].memory, 140ull << 30);
+  EXPECT_FLOAT_EQ(w2->info.gpus[0].read_gbps, 4100.5f);
   EXPECT_EQ(w2->info.name, "node");
   EXPECT_EQ(w2->info.free_memory, 1ull << 34);
   EXPECT_EQ(w2->info.threads, 8u);

@@ -18,7 +18,7 @@
 namespace tandem::net {
 
 inline constexpr uint32_t kMagic = 0x4D444E54;  // "TNDM" as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 7;
+inline constexpr uint16_t kProtocolVersion = 8;
 inline constexpr uint16_t kDefaultPort = 50052;  // as llama.cpp's rpc-server
 
 inline constexpr size_t kFrameHeaderBytes = 8;

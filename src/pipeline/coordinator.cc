@@ -60,6 +60,13 @@ Result<ConnectedWorkers> ConnectWorkers(const ExecutorOptions& o, const std::fun
   NodeInfo main{"main (this machine)", sys::Memory().available};
   // This machine's speed, as each worker measured its own: the plan predicts each stage's time.
   if (!o.workers.empty()) main.matvec_gbps = MainNodeSpeed(o.threads);
+  if (o.context.device != nullptr && o.context.gpu_layers != 0) {
+    main.gpu_memory = o.context.device->info().memory_bytes;
+    if (!o.workers.empty()) {
+      Result<double> gbps = gpu::MeasureReadBandwidth(*o.context.device);
+      if (gbps.ok()) main.gpu_gbps = *gbps;
+    }
+  }
   c.nodes.push_back(main);
   for (const std::string& w : o.workers) {
     std::string host;
@@ -77,8 +84,16 @@ Result<ConnectedWorkers> ConnectWorkers(const ExecutorOptions& o, const std::fun
                   name.c_str(), net::kProtocolVersion, info->name.c_str(), info->cpu_features.c_str(), info->threads,
                   info->free_memory / 1073741824.0, info->matvec_gbps, *rtt);
     log(line);
+    NodeInfo node{name, info->free_memory, info->matvec_gbps, *rtt};
+    if (!info->gpus.empty()) {
+      const net::GpuInfo& g = info->gpus[0];
+      node.gpu_memory = g.memory;
+      node.gpu_gbps = g.read_gbps;
+      log("worker " + name + ": GPU " + g.name + " (" + g.description + "), " + std::to_string(g.memory >> 20) +
+          " MiB, read " + std::to_string(static_cast<int>(g.read_gbps)) + " GB/s");
+    }
     c.names.push_back(name);
-    c.nodes.push_back({name, info->free_memory, info->matvec_gbps, *rtt});
+    c.nodes.push_back(node);
     c.addrs.emplace_back(host, port);
     c.sockets.push_back(std::move(*s));
   }

@@ -67,14 +67,27 @@ uint64_t DecodeBytes(const ModelFootprint& m, int64_t begin, int64_t end, bool l
   return StageBytes(m, begin, end, false, last);
 }
 
+// A node's memory for weights and KV cache: its host memory and its GPU's.
+uint64_t NodeMemory(const NodeInfo& n) { return n.free_memory + n.gpu_memory; }
+
 bool Fits(const ModelFootprint& m, const NodeInfo& n, int64_t begin, int64_t end, bool first, bool last) {
   return n.free_memory == 0 ||
-         StageBytes(m, begin, end, first, last) + KvBytes(m, begin, end) <= n.free_memory;
+         StageBytes(m, begin, end, first, last) + KvBytes(m, begin, end) <= NodeMemory(n);
+}
+
+// Predicted ms of a decode step reading `bytes` on node `n`: what fits in its GPU's memory (the
+// stage's last layers go there) at the GPU's speed, the rest at the CPU's.
+double ComputeMs(const NodeInfo& n, uint64_t bytes) {
+  const double on_gpu = n.gpu_gbps > 0 ? std::min<double>(static_cast<double>(bytes), 0.9 * n.gpu_memory) : 0;
+  const double on_cpu = static_cast<double>(bytes) - on_gpu;
+  double ms = on_cpu > 0 ? on_cpu / (n.matvec_gbps * 1e6) : 0;
+  if (on_gpu > 0) ms += on_gpu / (n.gpu_gbps * 1e6);
+  return ms;
 }
 
 // Predicted ms of node `n` holding [begin, end): compute, and the hops into it (and back, last).
 double StageMs(const ModelFootprint& m, const NodeInfo& n, int64_t begin, int64_t end, bool worker, bool last) {
-  double ms = DecodeBytes(m, begin, end, last) / (n.matvec_gbps * 1e6);
+  double ms = ComputeMs(n, DecodeBytes(m, begin, end, last));
   if (worker) ms += n.rtt_ms / 2 * (last ? 2 : 1);
   return ms;
 }
@@ -145,7 +158,7 @@ void Predict(const ModelFootprint& m, const std::vector<NodeInfo>& nodes, Plan* 
     PlannedStage& s = plan->stages[i];
     const NodeInfo& n = nodes[s.node];
     const bool last = i + 1 == plan->stages.size();
-    s.compute_ms = n.matvec_gbps > 0 ? DecodeBytes(m, s.layer_begin, s.layer_end, last) / (n.matvec_gbps * 1e6) : 0;
+    s.compute_ms = n.matvec_gbps > 0 ? ComputeMs(n, DecodeBytes(m, s.layer_begin, s.layer_end, last)) : 0;
     s.link_ms = i == 0 ? 0 : n.rtt_ms / 2 * (last ? 2 : 1);
   }
 }
@@ -215,7 +228,7 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
   } else {
     std::vector<double> w = o.tensor_split;
     if (w.empty()) {
-      for (const NodeInfo& ni : nodes) w.push_back(static_cast<double>(ni.free_memory));
+      for (const NodeInfo& ni : nodes) w.push_back(static_cast<double>(NodeMemory(ni)));
     } else if (static_cast<int>(w.size()) != n) {
       return Status::InvalidArgument("--tensor-split gives " + std::to_string(w.size()) +
                                      " proportions for " + std::to_string(n) + " nodes (main + workers)");
@@ -253,12 +266,12 @@ Result<Plan> MakePlan(const ModelFootprint& m, const std::vector<NodeInfo>& node
   }
   for (const PlannedStage& s : plan.stages) {
     const NodeInfo& ni = nodes[s.node];
-    if (ni.free_memory > 0 && s.weight_bytes + s.kv_bytes > ni.free_memory) {
+    if (ni.free_memory > 0 && s.weight_bytes + s.kv_bytes > NodeMemory(ni)) {
       return Status::ResourceExhausted(
           "the plan does not fit: " + ni.name + " would hold layers " + std::to_string(s.layer_begin) +
           ".." + std::to_string(s.layer_end - 1) + " = " + MiB(s.weight_bytes) + " of weights + " +
-          MiB(s.kv_bytes) + " of KV cache, but has " + MiB(ni.free_memory) +
-          " free\n" + plan.ToString(nodes));
+          MiB(s.kv_bytes) + " of KV cache, but has " + MiB(ni.free_memory) + " free" +
+          (ni.gpu_memory > 0 ? " + " + MiB(ni.gpu_memory) + " on its GPU" : "") + "\n" + plan.ToString(nodes));
     }
   }
   return plan;
@@ -277,7 +290,8 @@ std::string Plan::ToString(const std::vector<NodeInfo>& nodes) const {
     const NodeInfo& ni = nodes[s.node];
     std::snprintf(line, sizeof line, "%-24s %-9s %12s %12s %12s %22s\n", ni.name.c_str(), range,
                   MiB(s.weight_bytes).c_str(), MiB(s.kv_bytes).c_str(),
-                  ni.free_memory ? MiB(ni.free_memory).c_str() : "?", predicted);
+                  ni.free_memory ? (MiB(ni.free_memory) + (ni.gpu_memory > 0 ? " + " + MiB(ni.gpu_memory) + " GPU" : "")).c_str() : "?",
+                  predicted);
     out += line;
   }
   std::string left_out;

@@ -45,9 +45,13 @@ ModelFootprint Footprint(const gguf::GgufFile& file, const model::ModelParams& p
 
 struct NodeInfo {
   std::string name;          // "main" or "HOST:PORT"
-  uint64_t free_memory = 0;  // bytes available for weights and KV cache
+  uint64_t free_memory = 0;  // bytes available for weights and KV cache (host memory)
   double matvec_gbps = 0;    // measured decode speed, GB/s of weights (0: unknown)
   double rtt_ms = 0;         // round trip from the main node (0 for the main node)
+  // The GPU its stage runs on (gpu/device.h): its memory adds to the node's (the stage's last
+  // layers go there, as many as fit), and the bytes there are read at its measured speed.
+  uint64_t gpu_memory = 0;
+  double gpu_gbps = 0;       // measured read bandwidth (0: unknown; then the CPU's speed counts)
 };
 
 enum class PlanMode { kAuto, kMemory };

@@ -209,3 +209,44 @@ TEST(PlannerTest, FootprintFollowsTheCacheTypesAndTheLayout) {
 
 }  // namespace
 }  // namespace tandem::pipeline
+
+namespace tandem::pipeline {
+namespace {
+
+// A worker's GPU memory counts as its memory (its stage's last layers go there): the memory
+// plan splits by host + GPU memory, a stage that fits only with the GPU is placed, and the speed
+// plan reads the bytes on the GPU at the GPU's measured speed.
+TEST(PlannerTest, GpuMemoryAndSpeedCount) {
+  NodeInfo main{"main", 1000000}, a{"a", 1000000};
+  a.gpu_memory = 2000000;
+  Result<Plan> p = MakePlan(Uniform(8, 1000), {main, a}, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->stages[0].layer_end, 2);  // 1 : 3, as host 1 + GPU 2 against 1
+  // 6000 bytes of layers, 3000 of host memory: fits only with the GPU.
+  NodeInfo small{"small", 3000};
+  small.gpu_memory = 10000;
+  PlanOptions o;
+  o.layers = "0-1,2-7";
+  EXPECT_TRUE(MakePlan(Uniform(8, 1000), {main, small}, o).ok());
+  small.gpu_memory = 0;
+  Result<Plan> refused = MakePlan(Uniform(8, 1000), {main, small}, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("does not fit"), std::string::npos) << refused.status().ToString();
+  // Speed: the main node's CPU reads 1 GB/s, the worker's GPU 100 GB/s and holds everything: the
+  // fastest plan gives the worker all but the main node's one layer, predicting its stage at the
+  // GPU's speed.
+  NodeInfo cpu{"main", 1ull << 40, 1.0};
+  NodeInfo gpu_node{"gpu", 1ull << 40, 1.0, 0.1};
+  gpu_node.gpu_memory = 1ull << 40;
+  gpu_node.gpu_gbps = 100.0;
+  PlanOptions fast;
+  fast.mode = PlanMode::kAuto;
+  Result<Plan> f = MakePlan(Uniform(8, 1000000), {cpu, gpu_node}, fast);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->stages.size(), 2u);
+  EXPECT_EQ(f->stages[0].layer_end, 1);
+  EXPECT_NEAR(f->stages[1].compute_ms, (7 * 1000000.0 + 200) / (100.0 * 1e6), 1e-9);
+}
+
+}  // namespace
+}  // namespace tandem::pipeline

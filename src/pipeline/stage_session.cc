@@ -394,11 +394,16 @@ class StageSession::Impl {
                                                             /*first=*/false, m.layer_end == model_->params().n_layer);
     const uint64_t kv_bytes = model::KvCacheBytes(model_->params(), m.n_ctx, m.layer_begin, m.layer_end,
                                                   copts.type_k, copts.type_v);
-    if (free_memory_ > 0 && stage.bytes + kv_bytes > free_memory_) {
+    // Host memory holds the layers not on the GPU (the GPU checks its own before any upload).
+    const int64_t host_end = m.layer_end - gpu_layers_;
+    const bool head_on_host = m.layer_end == model_->params().n_layer && gpu_layers_ == 0;
+    const uint64_t host_bytes =
+        model::TensorsOfStage(model_->file(), m.layer_begin, host_end, false, head_on_host).bytes +
+        model::KvCacheBytes(model_->params(), m.n_ctx, m.layer_begin, host_end, copts.type_k, copts.type_v);
+    if (free_memory_ > 0 && host_bytes > free_memory_) {
       return Status::ResourceExhausted("layers " + std::to_string(m.layer_begin) + ".." +
-                                       std::to_string(m.layer_end - 1) + " need " +
-                                       std::to_string((stage.bytes + kv_bytes) >> 20) + " MiB but this worker has " +
-                                       std::to_string(free_memory_ >> 20) + " MiB");
+                                       std::to_string(host_end - 1) + " need " + std::to_string(host_bytes >> 20) +
+                                       " MiB but this worker has " + std::to_string(free_memory_ >> 20) + " MiB");
     }
     TANDEM_RETURN_IF_ERROR(BringIntoMemory(m, stage, path));
     if (finished_) return Status::Ok();

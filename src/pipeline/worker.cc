@@ -150,6 +150,11 @@ Result<std::unique_ptr<Worker>> Worker::Start(WorkerOptions o) {
   impl->info.threads = static_cast<uint32_t>(o.threads);
   impl->info.free_memory = o.mem_bytes > 0 ? o.mem_bytes : sys::Memory().available;
   impl->info.matvec_gbps = kernels::MeasureMatVecSpeed(o.threads);
+  if (o.device != nullptr && o.gpu_layers != 0) {
+    TANDEM_ASSIGN_OR_RETURN(const double gbps, gpu::MeasureReadBandwidth(*o.device));
+    const gpu::DeviceInfo& d = o.device->info();
+    impl->info.gpus.push_back({d.name, d.description, d.memory_bytes, static_cast<float>(gbps)});
+  }
   impl->o = std::move(o);
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }

@@ -2,6 +2,10 @@
 // one workgroup per row (group x) and per 8 tokens (group y). W's type is chosen at build time
 // (-DTYPE_...); each thread dequantizes 32-element chunks of the row and dots them with every
 // token's activations, then the workgroup sums its threads' parts.
+// With -DMUL_ID (mixture of experts) W holds experts [expert_first, expert_first + experts) of
+// `expert_rows` rows each, and each (token, choice) pair v = group y takes the rows of its own
+// expert ids[v]: y[v][row] = dot(row of expert ids[v], x[v / x_div]). Pairs whose expert is in
+// another part of W are left alone.
 #version 450
 #include "common.glsl"
 
@@ -16,6 +20,9 @@ layout(std430, binding = 0) readonly buffer W { uint8_t w8[]; };
 #endif
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+#if defined(MUL_ID)
+layout(std430, binding = 3) readonly buffer I { int ids[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint row_base;   // first row of this dispatch, within the buffer
@@ -25,9 +32,17 @@ layout(push_constant) uniform Push {
   uint y_stride;   // floats between tokens' outputs
   uint y_offset;   // output index of the buffer's row 0
   uint row_bytes;  // bytes per row (quantized types)
+  uint expert_rows;   // MUL_ID: rows per expert
+  uint expert_first;  // MUL_ID: the first expert in W
+  uint experts;       // MUL_ID: experts in W
+  uint x_div;         // MUL_ID: pairs per activation row (k for gate and up, 1 for down)
 } p;
 
+#if defined(MUL_ID)
+#define NT 1
+#else
 #define NT 8
+#endif
 shared float red[NT][64];
 
 #if !defined(TYPE_F32) && !defined(TYPE_F16) && !defined(TYPE_BF16)
@@ -151,10 +166,18 @@ void Chunk(uint base, uint c, out float v[32]) {
 void main() {
   const uint row = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * NT, tid = gl_LocalInvocationID.x;
   const uint nt = min(NT, p.nt - t0);
-#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
-  const uint base = (p.row_base + row) * p.cols;
+#if defined(MUL_ID)
+  const int e = ids[t0] - int(p.expert_first);
+  if (e < 0 || e >= int(p.experts)) return;  // the whole workgroup: before any barrier
+  const uint w_row = uint(e) * p.expert_rows + p.row_base + row;
+  const uint x_row = t0 / p.x_div;
 #else
-  const uint base = (p.row_base + row) * p.row_bytes;
+  const uint w_row = p.row_base + row;
+#endif
+#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
+  const uint base = w_row * p.cols;
+#else
+  const uint base = w_row * p.row_bytes;
 #endif
   float acc[NT];
   for (uint t = 0; t < NT; ++t) acc[t] = 0.0;
@@ -163,7 +186,11 @@ void main() {
     float v[32];
     Chunk(base, c, v);
     for (uint t = 0; t < nt; ++t) {
+#if defined(MUL_ID)
+      const uint xo = x_row * p.x_stride + 32 * c;
+#else
       const uint xo = (t0 + t) * p.x_stride + 32 * c;
+#endif
       float s = 0.0;
       for (uint i = 0; i < 32; ++i) s += 32 * c + i < p.cols ? v[i] * x[xo + i] : 0.0;
       acc[t] += s;
