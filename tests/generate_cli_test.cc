@@ -109,6 +109,33 @@ TEST(GenerateCliTest, MmapAndCopiedWeightsGiveTheSameLogits) {
   EXPECT_EQ(a.out, c.out);
 }
 
+// `tandem logits --device Vulkan0 -ngl 99` (every layer and the head on the GPU: lavapipe in CI)
+// against the reference logits: a float llama, a quantized gemma3 (sliding window) and a
+// quantized mixture of experts, within the README's bounds (max KL: 1e-3 for float weights; 0.3
+// for the quantized gemma3 and MoE files). Every file is checked through the library in
+// ModelReferenceTest.Gpu*; this is the command a user runs.
+TEST(GenerateCliTest, LogitsOnTheGpuMatchTheReference) {
+  for (const char* ref : {"stories260K.B.fa0.json", "tiny-gemma3-q4_k_m.B.fa0.json", "tiny-qwen3moe-q4_k_m.A.fa0.json"}) {
+    SCOPED_TRACE(ref);
+    const auto path = SharedDir() / "reference/logits" / ref;
+    TANDEM_REQUIRE_SHARED(path);
+    const nlohmann::json want = nlohmann::json::parse(testing::Slurp(path.string()));
+    const std::string model = (SharedDir() / "reference/models" / want["model"].get<std::string>()).string();
+    RunResult r = RunTandem({"logits", "-m", model, "-p", want["prompt"].get<std::string>(), "--device", "Vulkan0",
+                             "-ngl", "99"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json got = nlohmann::json::parse(r.out);
+    ASSERT_EQ(got["prompt_tokens"], want["prompt_tokens"]);
+    std::vector<float> a, b;
+    for (const auto& row : want["logits"]) for (float v : row) a.push_back(v);
+    for (const auto& row : got["logits"]) for (float v : row) b.push_back(v);
+    const double kl = testing::MaxKl(a, b, want["n_vocab"].get<int64_t>());
+    std::printf("%s on the GPU: max KL %.2e\n", ref, kl);
+    std::fflush(stdout);
+    EXPECT_LE(kl, std::string(ref).find("260K") != std::string::npos ? 1e-3 : 0.3);
+  }
+}
+
 TEST(GenerateCliTest, BenchJsonAndErrors) {
   const auto model = SharedDir() / "reference/models/tiny-q4_k_m.gguf";
   TANDEM_REQUIRE_SHARED(model);

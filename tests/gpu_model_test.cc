@@ -11,6 +11,7 @@
 namespace tandem {
 namespace {
 
+using testing::MaxKl;
 using testing::SharedDir;
 
 std::shared_ptr<gpu::Device> TestGpu() {
@@ -26,27 +27,6 @@ std::optional<model::Model> Load(const char* name) {
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return std::nullopt;
   return std::move(*m);
-}
-
-// The largest per-row KL(softmax(a) || softmax(b)) over rows of n_vocab.
-double MaxKl(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t r = 0; r + n_vocab <= std::min(a.size(), b.size()); r += n_vocab) {
-    const float ma = *std::max_element(&a[r], &a[r] + n_vocab), mb = *std::max_element(&b[r], &b[r] + n_vocab);
-    double sa = 0, sb = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) {
-      sa += std::exp(static_cast<double>(a[r + i]) - ma);
-      sb += std::exp(static_cast<double>(b[r + i]) - mb);
-    }
-    double kl = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) {
-      const double la = a[r + i] - ma - std::log(sa), lb = b[r + i] - mb - std::log(sb);
-      kl += std::exp(la) * (la - lb);
-    }
-    worst = std::max(worst, kl);
-  }
-  return worst;
 }
 
 // Every batch's logits, in order, from a fresh context.
@@ -166,6 +146,42 @@ TEST(GpuModelTest, RefusalsAreErrorsNamingWhy) {
   EXPECT_TRUE(fallback.status().ok());
   EXPECT_EQ(fallback.gpu_layers(), 0);
   EXPECT_TRUE(fallback.Decode(b).ok());
+}
+
+// A stage whose weights and KV cache do not fit the device's free memory is refused before any
+// upload, with the numbers and what to change; nothing was allocated for it. So is one whose
+// layer cache would not fit one binding.
+TEST(GpuModelTest, AStageThatDoesNotFitIsRefusedBeforeAnyUpload) {
+  ASSERT_NE(TestGpu(), nullptr);
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/models/tiny-q8_0.gguf");
+  std::optional<model::Model> m = Load("tiny-q8_0.gguf");
+  ASSERT_TRUE(m.has_value());
+  const uint64_t before = TestGpu()->allocated_bytes();
+  // Cells enough that 4 layers' F16 cache (512 bytes per cell and layer) outgrow the device.
+  const int64_t n_ctx = static_cast<int64_t>(TestGpu()->info().memory_bytes / (4 * 512)) + 1024;
+  model::ContextOptions o;
+  o.device = TestGpu();
+  o.gpu_layers = 99;
+  model::Context ctx(*m, n_ctx, 1, o);
+  EXPECT_EQ(ctx.status().code(), Code::kResourceExhausted);
+  const std::string msg = ctx.status().message();
+  EXPECT_NE(msg.find("layers 0..3 and the head need"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MiB on Vulkan0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("-ngl"), std::string::npos) << msg;
+  EXPECT_EQ(TestGpu()->allocated_bytes(), before);
+  // With the default (-1) as many layers as fit go to the GPU: fewer than all (here none: one
+  // layer's cache would also be larger than lavapipe's 128 MiB binding).
+  o.gpu_layers = -1;
+  model::Context fitted(*m, n_ctx, 1, o);
+  EXPECT_TRUE(fitted.status().ok()) << fitted.status().ToString();
+  EXPECT_LT(fitted.gpu_layers(), 4);
+  const int64_t wide_ctx = static_cast<int64_t>(TestGpu()->info().max_binding_bytes / 256) + 1024;
+  if (wide_ctx * 4 * 512 < static_cast<int64_t>(TestGpu()->info().memory_bytes)) {
+    o.gpu_layers = 1;
+    model::Context wide(*m, wide_ctx, 1, o);
+    EXPECT_EQ(wide.status().code(), Code::kResourceExhausted);
+    EXPECT_NE(wide.status().message().find("more than one binding"), std::string::npos) << wide.status().ToString();
+  }
 }
 
 }  // namespace

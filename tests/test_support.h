@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -27,6 +28,27 @@ inline std::vector<std::filesystem::path> SharedFiles(const std::string& sub,
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The largest per-row KL(softmax(a) || softmax(b)) over rows of n_vocab logits (sizes must match).
+inline double MaxKl(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t r = 0; r + n_vocab <= std::min(a.size(), b.size()); r += n_vocab) {
+    const float ma = *std::max_element(&a[r], &a[r] + n_vocab), mb = *std::max_element(&b[r], &b[r] + n_vocab);
+    double sa = 0, sb = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      sa += std::exp(static_cast<double>(a[r + i]) - ma);
+      sb += std::exp(static_cast<double>(b[r + i]) - mb);
+    }
+    double kl = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      const double la = a[r + i] - ma - std::log(sa), lb = b[r + i] - mb - std::log(sb);
+      kl += std::exp(la) * (la - lb);
+    }
+    worst = std::max(worst, kl);
+  }
+  return worst;
 }
 
 }  // namespace tandem::testing

@@ -42,7 +42,7 @@ int64_t GpuLayerCount(const Model& model, int64_t n_ctx, int64_t begin, int64_t 
   if (o.gpu_layers >= 0) return std::clamp<int64_t>(o.gpu_layers, 0, end - begin);
   if (!GpuRefusal(model.params(), o.type_k, o.type_v).empty()) return 0;
   return GpuLayersThatFit(model, n_ctx, begin, end, end == model.params().n_layer, o.type_k, o.type_v,
-                          o.device->info().memory_bytes);
+                          o.device->info().memory_bytes, o.device->info().max_binding_bytes);
 }
 
 Status CheckContextOptions(const ModelParams& params, const ContextOptions& options) {

@@ -145,8 +145,10 @@ std::string GpuRefusal(const ModelParams& p, TensorType type_k, TensorType type_
 }
 
 int64_t GpuLayersThatFit(const Model& model, int64_t n_ctx, int64_t begin, int64_t end, bool head, TensorType type_k,
-                         TensorType type_v, uint64_t device_bytes) {
+                         TensorType type_v, uint64_t device_bytes, uint64_t max_binding) {
   const ModelParams& p = model.params();
+  const size_t widest_row = std::max(quant::RowBytes(type_k, p.kv_dim()), quant::RowBytes(type_v, p.kv_dim()));
+  if (static_cast<uint64_t>(n_ctx) * widest_row > max_binding) return 0;
   constexpr int64_t kBatch = 512;
   const uint64_t activations = static_cast<uint64_t>(kBatch) *
                                (4 * p.n_embd + 2 * p.q_dim() + 2 * p.kv_dim() + 2 * p.n_ff) * sizeof(float);
@@ -502,6 +504,14 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
           (config.head ? " and the head" : "") + " need " + std::to_string(need >> 20) + " MiB on " + d.name + " (" +
           d.description + "), which has " + std::to_string(free >> 20) + " MiB free of " +
           std::to_string(d.memory_bytes >> 20) + " (use a smaller -ngl or -c)");
+    }
+    const size_t widest_row = std::max(quant::RowBytes(config.type_k, p.kv_dim()), quant::RowBytes(config.type_v, p.kv_dim()));
+    const uint64_t layer_cache = static_cast<uint64_t>(config.cells[0]) * widest_row;
+    if (layer_cache > d.max_binding_bytes) {
+      return Status::ResourceExhausted("one layer's K or V cache for " + std::to_string(config.cells[0]) + " cells is " +
+                                       std::to_string(layer_cache >> 20) + " MiB, more than one binding of " + d.name +
+                                       " (" + d.description + ") holds (" + std::to_string(d.max_binding_bytes >> 20) +
+                                       " MiB): use a smaller -c");
     }
   }
   auto impl = std::make_unique<Impl>(std::move(device), model, config);

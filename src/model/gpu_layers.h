@@ -40,9 +40,11 @@ std::string GpuRefusal(const ModelParams& params, quant::TensorType type_k, quan
 
 // How many of layers [begin, end), counted back from `end`, fit in `device_bytes` of GPU memory
 // with their KV cache for `n_ctx` cells (and the output head first, when `head`), leaving a tenth
-// of the memory and the activations of a 512-token batch free. llama.cpp's -ngl default.
+// of the memory and the activations of a 512-token batch free; none when one layer's K or V
+// cache would be larger than one binding (`max_binding` bytes). llama.cpp's -ngl default.
 int64_t GpuLayersThatFit(const Model& model, int64_t n_ctx, int64_t begin, int64_t end, bool head,
-                         quant::TensorType type_k, quant::TensorType type_v, uint64_t device_bytes);
+                         quant::TensorType type_k, quant::TensorType type_v, uint64_t device_bytes,
+                         uint64_t max_binding);
 
 // A batch as the GPU layers see it, built by the Context from its attention plan.
 struct GpuBatch {
