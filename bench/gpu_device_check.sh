@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU measurement of issue 16, in one run on a lent machine with an NVIDIA GPU (prepare here
+# with bench/gpu_device_prepare.sh, then run through the device tool with carry [".devbin", ".gl"]
+# and this script as the command; it writes its logs under $OUT):
+#   1. the devices tandem sees;
+#   2. an 8B-shaped Q4_K_M model made there (`make-model --shape llama-3-8b`; N_LAYER, default 32,
+#      keeps fewer layers to fit the time);
+#   3. `tandem bench` pp512 and tg128 on the GPU (-ngl 99, --roofline: the GPU's read bandwidth
+#      by tandem's read shader) and on the machine's CPU cores (-dev CPU);
+#   4. gpu_bench: the read shader and each weight type's products.
+set -uo pipefail
+out=${OUT:-/tmp/gpu-check}
+mkdir -p "$out"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+t=.devbin/tandem
+threads=$(nproc)
+{
+  echo "== devices"; nvidia-smi --query-gpu=name,memory.total --format=csv 2>&1 | head -3
+  $t --list-devices
+  echo "== model"
+  time $t make-model --shape llama-3-8b --type q4_K_M --n-layer "${N_LAYER:-32}" -o /tmp/8b-q4km.gguf
+  echo "== GPU: pp512, tg128"
+  $t bench -m /tmp/8b-q4km.gguf -p 512 -n 128 -r 3 -dev Vulkan0 -ngl 99 --roofline
+  echo "== CPU ($threads threads): pp512, tg128"
+  $t bench -m /tmp/8b-q4km.gguf -p 512 -n 128 -r 3 -dev CPU -t "$threads" --roofline
+  echo "== gpu_bench"
+  TANDEM_DEVICE=Vulkan0 .devbin/gpu_bench --benchmark_filter='ReadBandwidth|MatVec/(q4_K|q6_K)|MatMul512/q4_K'
+} 2>&1 | tee "$out/gpu_check.log"
