@@ -16,6 +16,7 @@
 #include "pipeline/test_worker.h"
 #include "pipeline/worker.h"
 #include "net/auth.h"
+#include "test_support.h"
 
 namespace tandem::pipeline {
 namespace {
@@ -109,26 +110,6 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
   }
 }
 
-// The largest per-row KL(softmax(a) || softmax(b)) over rows of n_vocab logits.
-double MaxKl(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab) {
-  double worst = 0;
-  for (size_t r = 0; r + n_vocab <= a.size(); r += n_vocab) {
-    const float ma = *std::max_element(&a[r], &a[r] + n_vocab), mb = *std::max_element(&b[r], &b[r] + n_vocab);
-    double sa = 0, sb = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) {
-      sa += std::exp(static_cast<double>(a[r + i]) - ma);
-      sb += std::exp(static_cast<double>(b[r + i]) - mb);
-    }
-    double kl = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) {
-      const double la = a[r + i] - ma - std::log(sa), lb = b[r + i] - mb - std::log(sb);
-      kl += std::exp(la) * (la - lb);
-    }
-    worst = std::max(worst, kl);
-  }
-  return worst;
-}
-
 // A pipeline with GPU stages (the first Vulkan device: lavapipe in CI): the main node runs the
 // last of its layers on the GPU (-ngl 1) and the last worker all of its layers and the head; the
 // middle worker stays on its CPU. Fed the single CPU node's tokens, the pipeline's logits are that
@@ -174,7 +155,7 @@ TEST(PipelineTest, GpuAndCpuStagesGiveTheSingleNodeLogits) {
     RunAll(**c, &got_logits, &got_tokens, kSteps, &want_tokens);
     ASSERT_EQ(got_logits.size(), want_logits.size());
     const bool is_float = std::string(name) == "tiny-f16.gguf";
-    const double kl = MaxKl(want_logits, got_logits, m->params().n_vocab);
+    const double kl = testing::MaxKl(want_logits, got_logits, m->params().n_vocab);
     std::printf("%s: max KL %.2e against the single CPU node\n", name, kl);
     EXPECT_LE(kl, is_float ? 1e-3 : 5e-2);
     EXPECT_GT(kl, 0.0) << "bit-equal to the CPU: the GPU stages did not compute (CPU pipelines are bit-equal)";
