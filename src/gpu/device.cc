@@ -27,6 +27,7 @@ constexpr KernelSpec kKernels[] = {
     {"mulid_q5_0", 4},    {"mulid_q5_1", 4},    {"mulid_q8_0", 4},    {"mulid_q2_k", 4}, {"mulid_q3_k", 4},
     {"mulid_q4_k", 4},    {"mulid_q5_k", 4},    {"mulid_q6_k", 4},    {"moe_route", 3},  {"moe_combine", 3},
     {"read", 2},          {"act_round_q8_0", 2}, {"act_round_q8_k", 2},
+    {"gated_add", 3},
 };
 static_assert(std::size(kKernels) == static_cast<size_t>(Kernel::kCount));
 constexpr uint32_t kMaxPushBytes = 64;  // Vulkan guarantees 128

@@ -66,6 +66,7 @@ enum class Kernel : int {
   kMulIdQ2_K, kMulIdQ3_K, kMulIdQ4_K, kMulIdQ5_K, kMulIdQ6_K, kMoeRoute, kMoeCombine,
   kRead,  // reads a buffer: MeasureReadBandwidth
   kActRoundQ8_0, kActRoundQ8_K,  // activations rounded as the CPU quantizes them for its products
+  kGatedAdd,  // qwen2moe's shared expert
   kCount
 };
 const char* KernelName(Kernel k);

@@ -117,6 +117,7 @@ struct GpuExperts {
 
 struct GpuLayer {
   GpuMatrix router;
+  GpuMatrix gate_shexp, up_shexp, down_shexp, shexp_gate;  // qwen2moe's shared expert and its gate
   GpuExperts gate_exps, up_exps, down_exps;
   std::unique_ptr<Buffer> expert_ids;  // host-visible [n][k]: each token's experts (for the log)
   std::unique_ptr<Buffer> attn_norm, bq, bk, bv, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
@@ -135,7 +136,6 @@ void Slices(int64_t n, F f) {
 }  // namespace
 
 std::string GpuRefusal(const ModelParams& p, TensorType type_k, TensorType type_v) {
-  if (p.n_ff_shexp > 0) return "a shared expert (qwen2moe) does not run on the GPU yet";
   if (p.is_moe() && p.n_expert_used > 16) return "more than 16 experts per token do not run on the GPU";
   if (p.head_dim > 256) return "head size " + std::to_string(p.head_dim) + " is above the GPU attention's 256";
   for (TensorType t : {type_k, type_v}) {
@@ -186,7 +186,7 @@ struct GpuLayers::Impl {
   // (host-visible).
   int64_t reserved = 0, logit_rows_cap = 0;
   std::unique_ptr<Buffer> x, xn, q, k, v, att, gate, up, tmp, logits;
-  std::unique_ptr<Buffer> router, expert_w, ye;  // mixture of experts
+  std::unique_ptr<Buffer> router, expert_w, ye, shexp_logit;  // mixture of experts
   // A product's input rounded as the CPU rounds it (per ActRound), and which buffer it holds
   // rounded: valid until something other than a product writes (epoch) or a product writes
   // that buffer, so q, k and v (gate and up) round their input once.
@@ -289,7 +289,7 @@ struct GpuLayers::Impl {
     gpu::Device& d = *dev;
     if (n > reserved) {
       const uint64_t f = sizeof(float);
-      const int64_t ff = std::max<int64_t>({p.n_ff, p.n_expert_used * p.n_ff_exp, 1});
+      const int64_t ff = std::max<int64_t>({p.n_ff, p.n_expert_used * p.n_ff_exp, p.n_ff_shexp, 1});
       TANDEM_RETURN_IF_ERROR(Ensure(d, x, n * p.n_embd * f, false, "activations"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, xn, n * p.n_embd * f, false, "activations"));
       TANDEM_RETURN_IF_ERROR(Ensure(d, tmp, n * p.n_embd * f, false, "activations"));
@@ -314,6 +314,7 @@ struct GpuLayers::Impl {
         TANDEM_RETURN_IF_ERROR(Ensure(d, router, n * p.n_expert * f, false, "activations"));
         TANDEM_RETURN_IF_ERROR(Ensure(d, expert_w, n * k_used * f, false, "activations"));
         TANDEM_RETURN_IF_ERROR(Ensure(d, ye, n * k_used * p.n_embd * f, false, "activations"));
+        TANDEM_RETURN_IF_ERROR(Ensure(d, shexp_logit, n * f, false, "activations"));
         for (GpuLayer& g : layers) {
           TANDEM_RETURN_IF_ERROR(Ensure(d, g.expert_ids, n * k_used * sizeof(int32_t), true, "expert choices"));
         }
@@ -417,6 +418,19 @@ struct GpuLayers::Impl {
     Dispatch(Kernel::kMoeCombine, {ye.get(), expert_w.get(), tmp.get()},
                      CombinePush{static_cast<uint32_t>(n * E), static_cast<uint32_t>(E), static_cast<uint32_t>(k)},
                      static_cast<uint32_t>(std::min<int64_t>((n * E + 255) / 256, kMaxGroups)));
+    if (!w.shexp_gate.parts.empty()) {
+      // qwen2moe: every token also goes through the shared expert, added with sigmoid(x . gate).
+      const int64_t S = p.n_ff_shexp;
+      Mul(w.gate_shexp, *xn, n, E, *gate, S);
+      Mul(w.up_shexp, *xn, n, E, *up, S);
+      Dispatch(Kernel::kActMul, {gate.get(), up.get()}, ActPush{static_cast<uint32_t>(n * S), 0u},
+               static_cast<uint32_t>(std::min<int64_t>((n * S + 255) / 256, kMaxGroups)));
+      Mul(w.down_shexp, *gate, n, S, *ye, E);
+      Mul(w.shexp_gate, *xn, n, E, *shexp_logit, 1);
+      Dispatch(Kernel::kGatedAdd, {tmp.get(), ye.get(), shexp_logit.get()},
+               AddPush{static_cast<uint32_t>(n * E), static_cast<uint32_t>(E)},
+               static_cast<uint32_t>(std::min<int64_t>((n * E + 255) / 256, kMaxGroups)));
+    }
   }
 
   // Rows of `len` floats, in place when xb is yb.
@@ -547,6 +561,13 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
       TANDEM_RETURN_IF_ERROR(im.UploadExperts(lw.gate_exps, at + "ffn_gate_exps", &g.gate_exps));
       TANDEM_RETURN_IF_ERROR(im.UploadExperts(lw.up_exps, at + "ffn_up_exps", &g.up_exps));
       TANDEM_RETURN_IF_ERROR(im.UploadExperts(lw.down_exps, at + "ffn_down_exps", &g.down_exps));
+      if (lw.shexp_gate_inp != nullptr) {
+        TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.gate_shexp, at + "ffn_gate_shexp", &g.gate_shexp));
+        TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.up_shexp, at + "ffn_up_shexp", &g.up_shexp));
+        TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.down_shexp, at + "ffn_down_shexp", &g.down_shexp));
+        const Matrix gate_inp{TensorType::kF32, lw.shexp_gate_inp, 1, p.n_embd};
+        TANDEM_RETURN_IF_ERROR(im.UploadMatrix(gate_inp, at + "ffn_gate_inp_shexp", &g.shexp_gate));
+      }
     } else {
       TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.gate, at + "ffn_gate", &g.gate));
       TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.up, at + "ffn_up", &g.up));

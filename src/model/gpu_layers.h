@@ -19,8 +19,8 @@
 // its online softmax, whichever algorithm ContextOptions names), output product (+ its norm),
 // residual; RMSNorm, SiLU- or GELU-gated FFN or the mixture of experts (the router, each token's
 // top experts chosen on the device by model/moe.h's rule, each (token, choice) pair multiplied
-// with its own expert's rows, the weighted sum) (+ its norm), residual. qwen2moe's shared expert
-// is not on the GPU yet: a Context refuses to place such layers there.
+// with its own expert's rows, the weighted sum; qwen2moe's shared expert added with its sigmoid
+// gate) (+ its norm), residual.
 //
 // Thread safety: one Forward at a time (the Context's rule).
 #pragma once
