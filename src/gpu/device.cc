@@ -291,7 +291,7 @@ Result<std::unique_ptr<Buffer>> Device::NewBuffer(uint64_t bytes, bool host_visi
   r = im.d.vkAllocateMemory(im.device, &ai, nullptr, &b->h_->memory);
   if (r != VK_SUCCESS) {
     return VkError(info_, "allocating " + std::to_string(bytes >> 20) + " MiB for " + what + " (" +
-                              std::to_string(allocated_ >> 20) + " MiB allocated before)", r);
+                              std::to_string(allocated_bytes() >> 20) + " MiB allocated before)", r);
   }
   allocated_ += req.size;
   b->h_->bytes = req.size;
@@ -311,7 +311,7 @@ Buffer::~Buffer() {
   if (h_->memory != VK_NULL_HANDLE) {
     if (mapped_ != nullptr) im.d.vkUnmapMemory(im.device, h_->memory);
     im.d.vkFreeMemory(im.device, h_->memory, nullptr);
-    device_->allocated_ -= std::min(device_->allocated_, h_->bytes);
+    device_->allocated_.fetch_sub(h_->bytes, std::memory_order_relaxed);
   }
 }
 

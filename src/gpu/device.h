@@ -19,6 +19,7 @@
 // one Buffer are used by one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -152,7 +153,7 @@ class Device {
   Result<std::unique_ptr<Stream>> NewStream();
 
   // Bytes of device memory this Device has allocated now.
-  uint64_t allocated_bytes() const { return allocated_; }
+  uint64_t allocated_bytes() const { return allocated_.load(std::memory_order_relaxed); }
 
  private:
   friend class Buffer;
@@ -163,7 +164,7 @@ class Device {
   Status Transfer(Buffer& host, const Buffer& device_buf, uint64_t offset, uint64_t bytes, bool to_device);
 
   DeviceInfo info_;
-  uint64_t allocated_ = 0;
+  std::atomic<uint64_t> allocated_{0};  // buffers are made and freed on several threads
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -220,43 +220,43 @@ struct GpuLayers::Impl {
     return b;
   }
 
-  Status UploadMatrix(const Matrix& m, const std::string& what, GpuMatrix* out) {
+  Status UploadMatrix(const Matrix& m, const std::string& what, GpuMatrix* dst) {
     if (m.interleaved) {
       return Status::Internal(what + " is in the CPU's interleaved layout; a GPU layer needs the file's");
     }
-    if (!MulKernel(m.type, &out->kernel)) {
+    if (!MulKernel(m.type, &dst->kernel)) {
       return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.type)));
     }
-    out->act = ActRoundOf(m.type);
-    out->rows = m.rows;
-    out->cols = m.cols;
-    out->row_bytes = quant::RowBytes(m.type, m.cols);
+    dst->act = ActRoundOf(m.type);
+    dst->rows = m.rows;
+    dst->cols = m.cols;
+    dst->row_bytes = quant::RowBytes(m.type, m.cols);
     if (m.rows == 0) return Status::Ok();
-    const int64_t per_part = std::max<int64_t>(1, static_cast<int64_t>(dev->info().max_binding_bytes / out->row_bytes));
+    const int64_t per_part = std::max<int64_t>(1, static_cast<int64_t>(dev->info().max_binding_bytes / dst->row_bytes));
     for (int64_t first = 0; first < m.rows; first += per_part) {
       GpuMatrix::Part part;
       part.first = first;
       part.rows = std::min(per_part, m.rows - first);
-      const uint64_t bytes = static_cast<uint64_t>(part.rows) * out->row_bytes;
+      const uint64_t bytes = static_cast<uint64_t>(part.rows) * dst->row_bytes;
       TANDEM_ASSIGN_OR_RETURN(part.buf, dev->NewBuffer(bytes, false, what));
       TANDEM_RETURN_IF_ERROR(
-          dev->Upload(*part.buf, 0, static_cast<const uint8_t*>(m.data) + first * out->row_bytes, bytes));
-      out->parts.push_back(std::move(part));
+          dev->Upload(*part.buf, 0, static_cast<const uint8_t*>(m.data) + first * dst->row_bytes, bytes));
+      dst->parts.push_back(std::move(part));
     }
     return Status::Ok();
   }
 
-  Status UploadExperts(const ExpertMatrices& m, const std::string& what, GpuExperts* out) {
+  Status UploadExperts(const ExpertMatrices& m, const std::string& what, GpuExperts* dst) {
     Kernel mul;
     if (!MulKernel(m.all.type, &mul)) {
       return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.all.type)));
     }
-    out->kernel = MulIdKernel(mul);
-    out->act = ActRoundOf(m.all.type);
-    out->rows = m.all.rows / m.n_expert;
-    out->cols = m.all.cols;
-    out->row_bytes = quant::RowBytes(m.all.type, m.all.cols);
-    const uint64_t expert_bytes = static_cast<uint64_t>(out->rows) * out->row_bytes;
+    dst->kernel = MulIdKernel(mul);
+    dst->act = ActRoundOf(m.all.type);
+    dst->rows = m.all.rows / m.n_expert;
+    dst->cols = m.all.cols;
+    dst->row_bytes = quant::RowBytes(m.all.type, m.all.cols);
+    const uint64_t expert_bytes = static_cast<uint64_t>(dst->rows) * dst->row_bytes;
     if (expert_bytes > dev->info().max_binding_bytes) {
       return Status::Unsupported(name() + ": one expert of " + what + " (" + std::to_string(expert_bytes >> 20) +
                                  " MiB) is larger than one binding");
@@ -269,7 +269,7 @@ struct GpuLayers::Impl {
       const uint64_t bytes = static_cast<uint64_t>(part.count) * expert_bytes;
       TANDEM_ASSIGN_OR_RETURN(part.buf, dev->NewBuffer(bytes, false, what));
       TANDEM_RETURN_IF_ERROR(dev->Upload(*part.buf, 0, static_cast<const uint8_t*>(m.all.data) + first * expert_bytes, bytes));
-      out->parts.push_back(std::move(part));
+      dst->parts.push_back(std::move(part));
     }
     return Status::Ok();
   }
@@ -341,9 +341,10 @@ struct GpuLayers::Impl {
 
   // Every dispatch but a product's: its writes end the rounded inputs' validity.
   template <typename P>
-  void Dispatch(Kernel k, std::initializer_list<const Buffer*> buffers, const P& push, uint32_t gx, uint32_t gy = 1) {
+  void Dispatch(Kernel kernel, std::initializer_list<const Buffer*> buffers, const P& push, uint32_t gx,
+                uint32_t gy = 1) {
     ++epoch;
-    stream->Dispatch(k, buffers, push, gx, gy);
+    stream->Dispatch(kernel, buffers, push, gx, gy);
   }
 
   // x (rows of `cols`, contiguous) as the products of weights rounding to `act` see it.
@@ -405,18 +406,18 @@ struct GpuLayers::Impl {
   // Mixture of experts on xn (n rows) into tmp: route, each pair's gate and up, SiLU, down, the
   // weighted sum per token.
   void Experts(const GpuLayer& w, int64_t n) {
-    const int64_t E = p.n_embd, F = p.n_ff_exp, k = p.n_expert_used, pairs = n * k;
+    const int64_t E = p.n_embd, F = p.n_ff_exp, k_used = p.n_expert_used, pairs = n * k_used;
     Mul(w.router, *xn, n, E, *router, p.n_expert);
     Dispatch(Kernel::kMoeRoute, {router.get(), w.expert_ids.get(), expert_w.get()},
-                     RoutePush{static_cast<uint32_t>(p.n_expert), static_cast<uint32_t>(k), p.expert_weights_norm ? 1u : 0u},
+                     RoutePush{static_cast<uint32_t>(p.n_expert), static_cast<uint32_t>(k_used), p.expert_weights_norm ? 1u : 0u},
                      static_cast<uint32_t>(n));
-    MulId(w.gate_exps, *w.expert_ids, *xn, pairs, E, k, *gate, F);
-    MulId(w.up_exps, *w.expert_ids, *xn, pairs, E, k, *up, F);
+    MulId(w.gate_exps, *w.expert_ids, *xn, pairs, E, k_used, *gate, F);
+    MulId(w.up_exps, *w.expert_ids, *xn, pairs, E, k_used, *up, F);
     Dispatch(Kernel::kActMul, {gate.get(), up.get()}, ActPush{static_cast<uint32_t>(pairs * F), 0u},
                      static_cast<uint32_t>(std::min<int64_t>((pairs * F + 255) / 256, kMaxGroups)));
     MulId(w.down_exps, *w.expert_ids, *gate, pairs, F, 1, *ye, E);
     Dispatch(Kernel::kMoeCombine, {ye.get(), expert_w.get(), tmp.get()},
-                     CombinePush{static_cast<uint32_t>(n * E), static_cast<uint32_t>(E), static_cast<uint32_t>(k)},
+                     CombinePush{static_cast<uint32_t>(n * E), static_cast<uint32_t>(E), static_cast<uint32_t>(k_used)},
                      static_cast<uint32_t>(std::min<int64_t>((n * E + 255) / 256, kMaxGroups)));
     if (!w.shexp_gate.parts.empty()) {
       // qwen2moe: every token also goes through the shared expert, added with sigmoid(x . gate).
