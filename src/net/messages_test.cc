@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <random>
 
 namespace tandem::net {
@@ -124,6 +126,22 @@ TEST(MessagesTest, HandshakeAndControlRoundTrip) {
   EXPECT_EQ(w2->info.threads, 8u);
   EXPECT_FLOAT_EQ(w2->info.matvec_gbps, 12.5f);
   EXPECT_TRUE(w2->info.busy);
+  // A Welcome's GPU list is bounded and its bandwidths finite: more than kMaxGpus entries, or a
+  // NaN or negative bandwidth, is refused naming the field (the list is read from an untrusted peer).
+  Welcome many = w;
+  many.info.gpus.assign(kMaxGpus + 1, w.info.gpus[0]);
+  Result<Welcome> too_many = Welcome::Decode(PayloadOf(many));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("gpus"), std::string::npos) << too_many.status().ToString();
+  many.info.gpus.resize(kMaxGpus);
+  EXPECT_TRUE(Welcome::Decode(PayloadOf(many)).ok());
+  for (float bad : {std::nanf(""), -1.0f, INFINITY}) {
+    Welcome odd = w;
+    odd.info.gpus[0].read_gbps = bad;
+    Result<Welcome> refused = Welcome::Decode(PayloadOf(odd));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("read_gbps"), std::string::npos) << refused.status().ToString();
+  }
 
   LoadModel l;
   l.session = 5;
