@@ -52,12 +52,10 @@ double Bandwidth() {
 struct TypeCase {
   const char* name;
   TensorType type;
-  Kernel kernel;
 };
 constexpr TypeCase kTypes[] = {
-    {"q4_0", TensorType::kQ4_0, Kernel::kMulQ4_0}, {"q8_0", TensorType::kQ8_0, Kernel::kMulQ8_0},
-    {"q4_K", TensorType::kQ4_K, Kernel::kMulQ4_K}, {"q5_K", TensorType::kQ5_K, Kernel::kMulQ5_K},
-    {"q6_K", TensorType::kQ6_K, Kernel::kMulQ6_K}, {"f16", TensorType::kF16, Kernel::kMulF16},
+    {"q4_0", TensorType::kQ4_0}, {"q8_0", TensorType::kQ8_0}, {"q4_K", TensorType::kQ4_K},
+    {"q5_K", TensorType::kQ5_K}, {"q6_K", TensorType::kQ6_K}, {"f16", TensorType::kF16},
 };
 constexpr int kCopies = 8;
 
@@ -104,7 +102,7 @@ void Mul(benchmark::State& state, const TypeCase& tc, int64_t rows, int64_t cols
         p.x_stride = static_cast<uint32_t>(cols);
         p.y_stride = static_cast<uint32_t>(rows);
         p.row_bytes = static_cast<uint32_t>(row_bytes);
-        (*stream)->Dispatch(tc.kernel, {copies[c].get(), xb->get(), yb->get()}, p,
+        (*stream)->Dispatch(*gpu::MulKernelFor(tc.type), {copies[c].get(), xb->get(), yb->get()}, p,
                             static_cast<uint32_t>(std::min<int64_t>(65535, rows - first)),
                             (nt + gpu::kMulTokens - 1) / gpu::kMulTokens);
       }

@@ -103,6 +103,23 @@ Result<std::vector<VkPhysicalDevice>> PhysicalDevices(const VulkanApi& api) {
 
 const char* KernelName(Kernel k) { return kKernels[static_cast<int>(k)].name; }
 
+std::optional<Kernel> MulKernelFor(quant::TensorType type, bool expert) {
+  using quant::TensorType;
+  // In the order of the kMul* (and kMulId*) kernels.
+  static constexpr TensorType kTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ4_0,
+                                          TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0,
+                                          TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K,
+                                          TensorType::kQ6_K};
+  static_assert(static_cast<int>(Kernel::kMulQ6_K) - static_cast<int>(Kernel::kMulF32) + 1 == std::size(kTypes));
+  static_assert(static_cast<int>(Kernel::kMulIdQ6_K) - static_cast<int>(Kernel::kMulIdF32) + 1 == std::size(kTypes));
+  for (size_t i = 0; i < std::size(kTypes); ++i) {
+    if (kTypes[i] == type) {
+      return static_cast<Kernel>(static_cast<int>(expert ? Kernel::kMulIdF32 : Kernel::kMulF32) + static_cast<int>(i));
+    }
+  }
+  return std::nullopt;
+}
+
 Result<std::vector<DeviceInfo>> ListDevices() {
   TANDEM_ASSIGN_OR_RETURN(const VulkanApi* api, LoadVulkan());
   TANDEM_ASSIGN_OR_RETURN(std::vector<VkPhysicalDevice> pds, PhysicalDevices(*api));

@@ -22,11 +22,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "quant/quant.h"
 
 namespace tandem::gpu {
 
@@ -71,6 +73,8 @@ enum class Kernel : int {
   kCount
 };
 const char* KernelName(Kernel k);
+// The product shader of a weight type (`expert`: its MUL_ID variant); nullopt for a type without one.
+std::optional<Kernel> MulKernelFor(quant::TensorType type, bool expert = false);
 
 class Device;
 

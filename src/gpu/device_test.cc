@@ -78,23 +78,10 @@ TEST(GpuDeviceTest, UploadAndDownloadRoundTrip) {
   EXPECT_EQ(back, data);
 }
 
-Kernel MulKernel(quant::TensorType t) {
-  using quant::TensorType;
-  switch (t) {
-    case TensorType::kF32: return Kernel::kMulF32;
-    case TensorType::kF16: return Kernel::kMulF16;
-    case TensorType::kBF16: return Kernel::kMulBF16;
-    case TensorType::kQ4_0: return Kernel::kMulQ4_0;
-    case TensorType::kQ4_1: return Kernel::kMulQ4_1;
-    case TensorType::kQ5_0: return Kernel::kMulQ5_0;
-    case TensorType::kQ5_1: return Kernel::kMulQ5_1;
-    case TensorType::kQ8_0: return Kernel::kMulQ8_0;
-    case TensorType::kQ2_K: return Kernel::kMulQ2_K;
-    case TensorType::kQ3_K: return Kernel::kMulQ3_K;
-    case TensorType::kQ4_K: return Kernel::kMulQ4_K;
-    case TensorType::kQ5_K: return Kernel::kMulQ5_K;
-    default: return Kernel::kMulQ6_K;
-  }
+Kernel MulKernel(quant::TensorType t, bool expert = false) {
+  std::optional<Kernel> k = MulKernelFor(t, expert);
+  EXPECT_TRUE(k.has_value());
+  return k.value_or(Kernel::kMulF32);
 }
 
 // Every weight type: rows of random values quantized by the reference, times 1, 5 and 11
@@ -210,8 +197,7 @@ TEST(GpuDeviceTest, ExpertProductsTakeEachPairsOwnExpert) {
       p.expert_first = first;
       p.experts = count;
       p.x_div = k;
-      const Kernel kernel = static_cast<Kernel>(static_cast<int>(MulKernel(t)) - static_cast<int>(Kernel::kMulF32) +
-                                                static_cast<int>(Kernel::kMulIdF32));
+      const Kernel kernel = MulKernel(t, /*expert=*/true);
       (*stream)->Dispatch(kernel, {buf, xb->get(), yb->get(), ib->get()}, p, rows, n_tok * k);
     }
     ASSERT_TRUE((*stream)->Submit().ok());

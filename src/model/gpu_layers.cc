@@ -15,30 +15,6 @@ namespace {
 constexpr int64_t kMaxGroups = 65535;
 using gpu::kMulTokens;
 
-bool MulKernel(TensorType t, Kernel* k) {
-  switch (t) {
-    case TensorType::kF32: *k = Kernel::kMulF32; return true;
-    case TensorType::kF16: *k = Kernel::kMulF16; return true;
-    case TensorType::kBF16: *k = Kernel::kMulBF16; return true;
-    case TensorType::kQ4_0: *k = Kernel::kMulQ4_0; return true;
-    case TensorType::kQ4_1: *k = Kernel::kMulQ4_1; return true;
-    case TensorType::kQ5_0: *k = Kernel::kMulQ5_0; return true;
-    case TensorType::kQ5_1: *k = Kernel::kMulQ5_1; return true;
-    case TensorType::kQ8_0: *k = Kernel::kMulQ8_0; return true;
-    case TensorType::kQ2_K: *k = Kernel::kMulQ2_K; return true;
-    case TensorType::kQ3_K: *k = Kernel::kMulQ3_K; return true;
-    case TensorType::kQ4_K: *k = Kernel::kMulQ4_K; return true;
-    case TensorType::kQ5_K: *k = Kernel::kMulQ5_K; return true;
-    case TensorType::kQ6_K: *k = Kernel::kMulQ6_K; return true;
-    default: return false;
-  }
-}
-
-// The product with each (token, choice) pair's own expert, of a weight type.
-Kernel MulIdKernel(Kernel mul) {
-  return static_cast<Kernel>(static_cast<int>(mul) - static_cast<int>(Kernel::kMulF32) + static_cast<int>(Kernel::kMulIdF32));
-}
-
 using gpu::MulPush;
 struct RoutePush {
   uint32_t n_expert, k, normalize;
@@ -224,9 +200,9 @@ struct GpuLayers::Impl {
     if (m.interleaved) {
       return Status::Internal(what + " is in the CPU's interleaved layout; a GPU layer needs the file's");
     }
-    if (!MulKernel(m.type, &dst->kernel)) {
-      return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.type)));
-    }
+    const std::optional<Kernel> mul = gpu::MulKernelFor(m.type);
+    if (!mul) return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.type)));
+    dst->kernel = *mul;
     dst->act = ActRoundOf(m.type);
     dst->rows = m.rows;
     dst->cols = m.cols;
@@ -247,11 +223,9 @@ struct GpuLayers::Impl {
   }
 
   Status UploadExperts(const ExpertMatrices& m, const std::string& what, GpuExperts* dst) {
-    Kernel mul;
-    if (!MulKernel(m.all.type, &mul)) {
-      return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.all.type)));
-    }
-    dst->kernel = MulIdKernel(mul);
+    const std::optional<Kernel> mul = gpu::MulKernelFor(m.all.type, /*expert=*/true);
+    if (!mul) return Status::Unsupported(what + ": no GPU product for type " + std::to_string(static_cast<int>(m.all.type)));
+    dst->kernel = *mul;
     dst->act = ActRoundOf(m.all.type);
     dst->rows = m.all.rows / m.n_expert;
     dst->cols = m.all.cols;
