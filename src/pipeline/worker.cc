@@ -52,7 +52,13 @@ void Worker::Impl::Handle(net::Socket s) {
   }
   if (h->role == net::Role::kProbe) return Probe(std::move(s), *h, peer);
   if (h->role == net::Role::kMainNode) {
-    std::lock_guard<std::mutex> lock(mu);
+    std::unique_lock<std::mutex> lock(mu);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.busy_grace_ms);
+    while (session && !session->finished() && !stop && std::chrono::steady_clock::now() < deadline) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      lock.lock();
+    }
     if (session && !session->finished()) {
       const std::string why = "this worker is busy serving a session for " + session->peer();
       (void)net::SendRefused(s, why);

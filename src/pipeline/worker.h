@@ -59,6 +59,10 @@ struct WorkerOptions {
   int ping_interval_ms = 500;
   int link_dead_ms = 2500;         // the next stage silent this long: report it
   int main_node_dead_ms = 10000;   // the main node silent this long: free the session
+  // A main node that finds the worker busy waits this long for the running session to end before
+  // it is refused: a main node that has just closed its session may connect again before this
+  // worker has read the close.
+  int busy_grace_ms = 1000;
   // Connections served at once (handshakes, the session, attached stages, probes); more are
   // closed unread.
   int max_connections = 16;
