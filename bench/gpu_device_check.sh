@@ -6,7 +6,8 @@
 #   2. an 8B-shaped Q4_K_M model made there (`make-model --shape llama-3-8b`; N_LAYER, default 32,
 #      keeps fewer layers to fit the time);
 #   3. `tandem bench` pp512 and tg128 on the GPU (-ngl 99, --roofline: the GPU's read bandwidth
-#      by tandem's read shader) and on the machine's CPU cores (-dev CPU);
+#      by tandem's read shader; --profile: where a decode step's time goes, by shader) and on the
+#      machine's CPU cores (-dev CPU);
 #   4. gpu_bench: the read shader and each weight type's products.
 set -uo pipefail
 out=${OUT:-/tmp/gpu-check}
@@ -25,7 +26,7 @@ threads=$(nproc)
   echo "== model"
   time $t make-model --shape llama-3-8b --type q4_K_M --n-layer "${N_LAYER:-32}" -o /tmp/8b-q4km.gguf
   echo "== GPU: pp512, tg128"
-  $t bench -m /tmp/8b-q4km.gguf -p 512 -n 128 -r 3 -dev Vulkan0 -ngl 99 --roofline
+  $t bench -m /tmp/8b-q4km.gguf -p 512 -n 128 -r 3 -dev Vulkan0 -ngl 99 --roofline --profile
   echo "== CPU ($threads threads): pp512, tg128"
   $t bench -m /tmp/8b-q4km.gguf -p 512 -n 128 -r 3 -dev CPU -t "$threads" --roofline
   echo "== gpu_bench"

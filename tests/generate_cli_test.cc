@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -161,6 +162,23 @@ TEST(GenerateCliTest, BenchJsonAndErrors) {
   EXPECT_NE(g[1]["device"].get<std::string>().find("Vulkan0 ("), std::string::npos) << g[1]["device"];
   EXPECT_GT(g[1]["read_bandwidth_gbps"].get<double>(), 0.0);
   EXPECT_GT(g[1]["tokens_per_s"].get<double>(), 0.0);
+  // --profile: where a decode step's GPU time goes, by shader (Vulkan timestamps).
+  RunResult prof = RunTandem({"bench", "-m", model.string(), "-p", "0", "-n", "4", "-r", "1", "--json", "--profile",
+                              "-dev", "Vulkan0", "-ngl", "99"});
+  ASSERT_EQ(prof.code, 0) << prof.err;
+  nlohmann::json pj = nlohmann::json::parse(prof.out);
+  ASSERT_EQ(pj.size(), 2u);
+  EXPECT_EQ(pj[1]["test"], "profile");
+  EXPECT_EQ(pj[1]["steps"], 36);  // 4 warm-up steps and 32 timed ones
+  EXPECT_GT(pj[1]["gpu_ms"].get<double>(), 0.0);
+  EXPECT_GT(pj[1]["token_ms"].get<double>(), 0.0);
+  std::map<std::string, double> calls;
+  for (const auto& e : pj[1]["shaders"]) calls[e["name"].get<std::string>()] = e["calls_per_token"].get<double>();
+  EXPECT_GT(calls["mul_q4_k"], 0.0) << pj[1].dump();  // the Q4_K matrices of every layer
+  EXPECT_EQ(calls["attn_f16_f16"], 4.0) << pj[1].dump();  // one attention per layer and step
+  RunResult cpu_prof = RunTandem({"bench", "-m", model.string(), "-p", "0", "-n", "4", "-r", "1", "--profile"});
+  EXPECT_NE(cpu_prof.code, 0);
+  EXPECT_NE(cpu_prof.err.find("--profile"), std::string::npos) << cpu_prof.err;
   RunResult missing = RunTandem({"run", "-m", "/nonexistent.gguf", "-p", "x"});
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.err.find("tandem: error:"), std::string::npos);

@@ -183,6 +183,46 @@ TEST(GpuModelTest, RefusalsAreErrorsNamingWhy) {
   EXPECT_TRUE(fallback.Decode(b).ok());
 }
 
+// A driver that cannot build a shader, and a device lost in the middle of a sequence (both
+// injected: lavapipe does not fail): the step returns an error naming the device and what failed,
+// and nothing aborts. A lost device stays lost: later steps fail at once, saying so.
+TEST(GpuModelTest, AShaderThatDoesNotBuildOrALostDeviceIsAnErrorOfTheStep) {
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/models/tiny-q8_0.gguf");
+  std::optional<model::Model> m = Load("tiny-q8_0.gguf");
+  ASSERT_TRUE(m.has_value());
+  model::Batch b;
+  b.Add(1, 0, 0, true);
+  model::Batch next;
+  next.Add(2, 1, 0, true);
+  for (const gpu::Device::Fault fault : {gpu::Device::Fault::kShaderBuild, gpu::Device::Fault::kDeviceLost}) {
+    const bool lost = fault == gpu::Device::Fault::kDeviceLost;
+    SCOPED_TRACE(lost ? "lost device" : "shader build");
+    Result<gpu::DeviceChoice> own = gpu::ChooseDevice("Vulkan0");  // its own Device: the fault stays
+    ASSERT_TRUE(own.ok() && own->device != nullptr) << own.status().ToString();
+    model::ContextOptions o;
+    o.device = own->device;
+    o.gpu_layers = 99;
+    if (!lost) own->device->InjectFaultForTesting(fault);
+    model::Context ctx(*m, 64, 1, o);
+    ASSERT_TRUE(ctx.status().ok()) << ctx.status().ToString();  // weights upload without shaders
+    if (lost) {
+      ASSERT_TRUE(ctx.Decode(b).ok());
+      own->device->InjectFaultForTesting(fault);
+    }
+    Status st = ctx.Decode(lost ? next : b);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(own->device->info().name), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(lost ? "VK_ERROR_DEVICE_LOST" : "building shader"), std::string::npos)
+        << st.ToString();
+    EXPECT_EQ(own->device->lost(), lost);
+    if (lost) {
+      st = ctx.Decode(next);
+      ASSERT_FALSE(st.ok());
+      EXPECT_NE(st.message().find("the device was lost"), std::string::npos) << st.ToString();
+    }
+  }
+}
+
 // A stage whose weights and KV cache do not fit the device's free memory is refused before any
 // upload, with the numbers and what to change; nothing was allocated for it. So is one whose
 // layer cache would not fit one binding.

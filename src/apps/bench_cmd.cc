@@ -23,6 +23,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     engine::BenchOptions bench;
     bool json = false;
     bool roofline = false;
+    bool profile = false;
     int64_t small_batch = 0;
   };
   auto a = std::make_shared<Args>();
@@ -42,6 +43,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_flag("--roofline", a->roofline,
                 "Also measure this machine's memory read bandwidth and show generation against its roofline "
                 "(bandwidth / weight bytes read per token)");
+  cmd->add_flag("--profile", a->profile,
+                "On a GPU: also time each shader of 32 decode steps (Vulkan timestamps) and show where a step's "
+                "time goes");
   cmd->callback([a, exit_code] {
     auto fail = [&](const Status& s) { *exit_code = ReportError(s.ToString()); };
     // The model alone: benchmarks need no tokenizer (random-weight models may have none).
@@ -49,7 +53,10 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     if (!m.ok()) return fail(m.status());
     Result<pipeline::ExecutorOptions> xo = ToExecutorOptions(a->model, a->dist);
     if (!xo.ok()) return fail(xo.status());
-    xo->n_ctx = std::max<int64_t>({a->bench.n_prompt, a->bench.n_gen, a->small_batch > 0 ? 256 + a->small_batch : 0}) + 16;
+    // Where a decode step's GPU time goes (--profile): kProfileSteps plain steps, every dispatch timed.
+    constexpr int64_t kProfileSteps = 32;
+    xo->n_ctx = std::max<int64_t>({a->bench.n_prompt, a->bench.n_gen, a->small_batch > 0 ? 256 + a->small_batch : 0,
+                                   a->profile ? kProfileSteps : 0}) + 16;
     if (a->dist.dry_run) {
       if (Status st = DryRun(a->model.model, *xo); !st.ok()) fail(st);
       return;
@@ -124,6 +131,27 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                     gbps, a->model.threads, roof);
       summary += text;
     }
+    std::vector<gpu::Device::ProfileEntry> profile;
+    double profile_token_ms = 0;
+    if (a->profile) {
+      if (gpu_layers == 0) {
+        return fail(Status::InvalidArgument("--profile times the GPU's shaders, and this node runs on the CPU "
+                                            "(give --device and -ngl)"));
+      }
+      if (Status st = device->StartProfile(); !st.ok()) return fail(st);
+      engine::BenchOptions po;
+      po.n_prompt = 0;
+      po.n_gen = kProfileSteps;
+      po.repetitions = 1;
+      Result<std::vector<engine::BenchResult>> pr = engine::RunBench(**ex, po);
+      profile = device->StopProfile();
+      if (!pr.ok()) return fail(pr.status());
+      profile_token_ms = 1000.0 / pr->at(0).mean;
+    }
+    // Every step ran is in the profile: the warm-up's and the timed ones.
+    const double profiled_steps = static_cast<double>(kProfileSteps + engine::kWarmUpSteps);
+    double profile_gpu_ms = 0;
+    for (const gpu::Device::ProfileEntry& e : profile) profile_gpu_ms += e.ms / profiled_steps;
     nlohmann::json out = nlohmann::json::array();
     std::string breakdown_text;
     if (!a->json) {
@@ -201,6 +229,29 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                       "\nsmall batch at position %lld: %lld tokens %.2f ms, 1 token %.2f ms, ratio %.2f (medians)",
                       static_cast<long long>(small->at), static_cast<long long>(small->n), small->batch_ms,
                       small->step_ms, small->batch_ms / small->step_ms);
+        summary += text;
+      }
+    }
+    if (a->profile && a->json) {
+      nlohmann::json shaders = nlohmann::json::array();
+      for (const gpu::Device::ProfileEntry& e : profile) {
+        shaders.push_back({{"name", e.name},
+                           {"calls_per_token", static_cast<double>(e.calls) / profiled_steps},
+                           {"ms_per_token", e.ms / profiled_steps}});
+      }
+      out.push_back({{"model", name}, {"test", "profile"}, {"device", device_text}, {"steps", profiled_steps},
+                     {"token_ms", profile_token_ms}, {"gpu_ms", profile_gpu_ms}, {"shaders", shaders}});
+    } else if (a->profile) {
+      std::snprintf(text, sizeof text,
+                    "\ndecode step on %s, %.0f steps timed by Vulkan timestamps: the GPU busy %.2f ms of %.2f ms "
+                    "per token (the rest: the host)\n  %-16s %10s %10s %7s",
+                    device->info().name.c_str(), profiled_steps, profile_gpu_ms,
+                    profile_token_ms, "shader", "calls/tok", "ms/tok", "share");
+      summary += text;
+      for (const gpu::Device::ProfileEntry& e : profile) {
+        std::snprintf(text, sizeof text, "\n  %-16s %10.1f %10.3f %6.1f%%", e.name.c_str(),
+                      static_cast<double>(e.calls) / profiled_steps, e.ms / profiled_steps,
+                      profile_gpu_ms > 0 ? 100 * e.ms / profiled_steps / profile_gpu_ms : 0.0);
         summary += text;
       }
     }

@@ -27,6 +27,8 @@ enum class Code {
   kCancelled,         // stopped on request before it finished
   kUnavailable,       // cannot serve now (a full queue, a pipeline that is down): try again later
 };
+// The last code (a code read from the network is checked against it).
+inline constexpr Code kLastCode = Code::kUnavailable;
 
 std::string_view CodeName(Code code);
 

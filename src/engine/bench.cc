@@ -76,7 +76,7 @@ Result<std::vector<BenchResult>> RunBench(exec::Executor& ex, const BenchOptions
     std::vector<double> warm_ms, stage_ms;
     std::unique_ptr<Speculator> spec;
     if (generate && o.drafter != nullptr) spec = std::make_unique<Speculator>(o.drafter, o.speculation);
-    TANDEM_RETURN_IF_ERROR(TimeRun(ex, generate ? 4 : std::min<int64_t>(n, 32), generate, &warm_ms, spec.get()).status());
+    TANDEM_RETURN_IF_ERROR(TimeRun(ex, generate ? kWarmUpSteps : std::min<int64_t>(n, 32), generate, &warm_ms, spec.get()).status());
     if (spec) spec->ResetStats();
     BenchResult r;
     r.test = (generate ? "tg" : "pp") + std::to_string(n);

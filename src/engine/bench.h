@@ -36,6 +36,9 @@ struct BenchResult {
   SpeculationStats speculation;  // generation with a drafter: over every repetition
 };
 
+// Generation first runs this many steps untimed (a warm-up), then the timed ones.
+inline constexpr int64_t kWarmUpSteps = 4;
+
 Result<std::vector<BenchResult>> RunBench(exec::Executor& executor, const BenchOptions& options);
 
 // A small batch against a decode step, as speculative verification and a server's batch see it:

@@ -60,6 +60,7 @@ DeviceInfo Describe(const VulkanApi& api, VkPhysicalDevice pd, int index) {
   info.software = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   info.max_binding_bytes = props.properties.limits.maxStorageBufferRange;
   info.subgroup_size = sub.subgroupSize;
+  info.timestamp_ns = props.properties.limits.timestampPeriod;
   VkPhysicalDeviceMemoryProperties mem;
   api.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
@@ -172,7 +173,14 @@ struct Stream::Handles {
   VkFence fence = VK_NULL_HANDLE;
   bool recording = false;
   bool replayable = false;  // a complete recording was submitted without error
+  // Profiling: the recording writes timestamp 0 first and i + 1 after its command i, labelled
+  // labels[i] (a Kernel, or -1 for a copy).
+  bool profiled = false;
+  VkQueryPool queries = VK_NULL_HANDLE;
+  std::vector<int> labels;
 };
+// Timestamps one recording holds at most (commands beyond are not timed).
+constexpr uint32_t kMaxTimestamps = 4096;
 
 struct Device::Impl {
   const VulkanApi* api = nullptr;
@@ -195,7 +203,62 @@ struct Device::Impl {
   std::unique_ptr<Buffer> staging;   // host-visible, for Upload and Download
   std::unique_ptr<Stream> transfer;  // their command buffer
   std::mutex transfer_mutex;
+  std::atomic<bool> lost{false};     // the driver answered VK_ERROR_DEVICE_LOST
+  std::atomic<bool> profiling{false};
+  std::mutex profile_mutex;
+  std::vector<Device::ProfileEntry> profile;  // indexed by label + 1 (0: copies)
 };
+
+namespace {
+// The driver's answers under Device::InjectFaultForTesting.
+VKAPI_ATTR VkResult VKAPI_CALL LostQueueSubmit(VkQueue, uint32_t, const VkSubmitInfo*, VkFence) {
+  return VK_ERROR_DEVICE_LOST;
+}
+VKAPI_ATTR VkResult VKAPI_CALL FailedPipelineBuild(VkDevice, VkPipelineCache, uint32_t,
+                                                   const VkComputePipelineCreateInfo*, const VkAllocationCallbacks*,
+                                                   VkPipeline*) {
+  return VK_ERROR_UNKNOWN;
+}
+}  // namespace
+
+bool Device::lost() const { return impl_->lost.load(); }
+
+bool Device::profiling() const { return impl_->profiling.load(); }
+
+Status Device::StartProfile() {
+  if (info_.timestamp_ns <= 0) {
+    return Status::Unsupported(info_.name + " (" + info_.description + ") has no timestamps on its compute queue");
+  }
+  std::lock_guard<std::mutex> lock(impl_->profile_mutex);
+  impl_->profile.assign(static_cast<size_t>(Kernel::kCount) + 1, ProfileEntry{});
+  impl_->profile[0].name = "copy";
+  for (int k = 0; k < static_cast<int>(Kernel::kCount); ++k) impl_->profile[k + 1].name = kKernels[k].name;
+  impl_->profiling = true;
+  return Status::Ok();
+}
+
+std::vector<Device::ProfileEntry> Device::StopProfile() {
+  std::lock_guard<std::mutex> lock(impl_->profile_mutex);
+  impl_->profiling = false;
+  std::vector<ProfileEntry> out;
+  for (const ProfileEntry& e : impl_->profile) {
+    if (e.calls > 0) out.push_back(e);
+  }
+  std::sort(out.begin(), out.end(), [](const ProfileEntry& a, const ProfileEntry& b) { return a.ms > b.ms; });
+  impl_->profile.clear();
+  return out;
+}
+
+void Device::InjectFaultForTesting(Fault fault) {
+  Impl& im = *impl_;
+  if (fault == Fault::kDeviceLost) {
+    std::lock_guard<std::mutex> lock(im.queue_mutex);
+    im.d.vkQueueSubmit = LostQueueSubmit;
+  } else {
+    std::lock_guard<std::mutex> lock(im.pipeline_mutex);
+    im.d.vkCreateComputePipelines = FailedPipelineBuild;
+  }
+}
 
 Buffer::Buffer() = default;
 Stream::Stream(Device* d) : device_(d) {}
@@ -230,6 +293,7 @@ Result<std::unique_ptr<Device>> Device::Open(int index) {
   }
   if (family == nq) return Status::Unsupported(dev->info_.name + " has no compute queue");
   im.queue_family = family;
+  if (qf[family].timestampValidBits == 0) dev->info_.timestamp_ns = 0;
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -456,6 +520,7 @@ Stream::~Stream() {
   if (h_ == nullptr) return;
   Device::Impl& im = *device_->impl_;
   if (h_->fence != VK_NULL_HANDLE) im.d.vkDestroyFence(im.device, h_->fence, nullptr);
+  if (h_->queries != VK_NULL_HANDLE) im.d.vkDestroyQueryPool(im.device, h_->queries, nullptr);
   if (h_->pool != VK_NULL_HANDLE) im.d.vkDestroyCommandPool(im.device, h_->pool, nullptr);
 }
 
@@ -465,10 +530,31 @@ Status Stream::Begin() {
   im.d.vkResetCommandBuffer(h_->cmd, 0);
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   h_->replayable = false;
-  const VkResult r = im.d.vkBeginCommandBuffer(h_->cmd, &bi);
+  VkResult r = im.d.vkBeginCommandBuffer(h_->cmd, &bi);
   if (r != VK_SUCCESS) return VkError(device_->info(), "vkBeginCommandBuffer", r);
   h_->recording = true;
+  h_->labels.clear();
+  h_->profiled = im.profiling && device_->info().timestamp_ns > 0;
+  if (h_->profiled) {
+    if (h_->queries == VK_NULL_HANDLE) {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = kMaxTimestamps;
+      r = im.d.vkCreateQueryPool(im.device, &qi, nullptr, &h_->queries);
+      if (r != VK_SUCCESS) return VkError(device_->info(), "creating the profile's timestamps", r);
+    }
+    im.d.vkCmdResetQueryPool(h_->cmd, h_->queries, 0, kMaxTimestamps);
+    im.d.vkCmdWriteTimestamp(h_->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, h_->queries, 0);
+  }
   return Status::Ok();
+}
+
+// After a command (and its barrier): its end, when the recording is profiled.
+void Stream::Timestamp(int label) {
+  if (!h_->profiled || h_->labels.size() + 1 >= kMaxTimestamps) return;
+  h_->labels.push_back(label);
+  device_->impl_->d.vkCmdWriteTimestamp(h_->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, h_->queries,
+                                        static_cast<uint32_t>(h_->labels.size()));
 }
 
 namespace {
@@ -517,6 +603,7 @@ void Stream::Dispatch(Kernel k, std::initializer_list<const Buffer*> buffers, co
   im.d.vkCmdPushConstants(h_->cmd, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, kMaxPushBytes, pc);
   im.d.vkCmdDispatch(h_->cmd, gx, gy, gz);
   FullBarrier(im.d, h_->cmd);
+  Timestamp(static_cast<int>(k));
 }
 
 void Stream::Copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes) {
@@ -529,6 +616,7 @@ void Stream::Copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uin
   VkBufferCopy region{src_offset, dst_offset, bytes};
   im.d.vkCmdCopyBuffer(h_->cmd, src.h_->buffer, dst.h_->buffer, 1, &region);
   FullBarrier(im.d, h_->cmd);
+  Timestamp(-1);
 }
 
 Status Stream::Submit() {
@@ -544,9 +632,13 @@ Status Stream::Submit() {
 }
 
 Status Stream::Replay() {
-  if (h_->recording || !h_->replayable) return Status::Internal("nothing recorded to replay");
   Device::Impl& im = *device_->impl_;
   const DeviceInfo& info = device_->info();
+  if (im.lost) {
+    return Status::Unavailable(info.name + " (" + info.description +
+                               "): the device was lost; nothing runs on it until it is opened again");
+  }
+  if (h_->recording || !h_->replayable) return Status::Internal("nothing recorded to replay");
   VkResult r;
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
@@ -557,13 +649,30 @@ Status Stream::Replay() {
   }
   if (r != VK_SUCCESS) {
     h_->replayable = false;
+    if (r == VK_ERROR_DEVICE_LOST) im.lost = true;
     return VkError(info, "vkQueueSubmit", r);
   }
   r = im.d.vkWaitForFences(im.device, 1, &h_->fence, VK_TRUE, UINT64_MAX);
   im.d.vkResetFences(im.device, 1, &h_->fence);
   if (r != VK_SUCCESS) {
     h_->replayable = false;
+    if (r == VK_ERROR_DEVICE_LOST) im.lost = true;
     return VkError(info, "waiting for the GPU", r);
+  }
+  if (h_->profiled && !h_->labels.empty()) {
+    const size_t n = h_->labels.size() + 1;
+    std::vector<uint64_t> ticks(n);
+    r = im.d.vkGetQueryPoolResults(im.device, h_->queries, 0, static_cast<uint32_t>(n), n * sizeof(uint64_t),
+                                   ticks.data(), sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    if (r != VK_SUCCESS) return VkError(info, "reading the profile's timestamps", r);
+    std::lock_guard<std::mutex> lock(im.profile_mutex);
+    if (!im.profile.empty()) {
+      for (size_t i = 0; i + 1 < n; ++i) {
+        Device::ProfileEntry& e = im.profile[static_cast<size_t>(h_->labels[i] + 1)];
+        e.calls += 1;
+        e.ms += static_cast<double>(ticks[i + 1] > ticks[i] ? ticks[i + 1] - ticks[i] : 0) * info.timestamp_ns * 1e-6;
+      }
+    }
   }
   return Status::Ok();
 }

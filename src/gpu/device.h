@@ -40,6 +40,7 @@ struct DeviceInfo {
   uint64_t memory_bytes = 0;        // the largest device-local heap
   uint64_t max_binding_bytes = 0;   // maxStorageBufferRange
   uint32_t subgroup_size = 0;
+  double timestamp_ns = 0;  // nanoseconds per timestamp tick (0: its compute queue has no timestamps)
   // Empty when tandem can use the device, else what it lacks ("no 8-bit storage buffers").
   std::string unusable;
 };
@@ -134,6 +135,7 @@ class Stream {
   Status error_;
   struct Handles;
   std::unique_ptr<Handles> h_;
+  void Timestamp(int label);
 };
 
 class Device {
@@ -158,6 +160,32 @@ class Device {
 
   // Bytes of device memory this Device has allocated now.
   uint64_t allocated_bytes() const { return allocated_.load(std::memory_order_relaxed); }
+
+  // Whether the driver has answered VK_ERROR_DEVICE_LOST: nothing can run on this Device again
+  // (every later submission fails at once, saying so); Open the device anew to go on.
+  bool lost() const;
+
+  // Profiling: where a step's GPU time goes, by shader. While on, every stream recorded from now
+  // on writes a timestamp after each command, and each run of such a recording adds each
+  // command's time to the profile. Unsupported when the compute queue has no timestamps.
+  struct ProfileEntry {
+    std::string name;  // the shader ("mul_q4_k"), or "copy"
+    uint64_t calls = 0;
+    double ms = 0;
+  };
+  Status StartProfile();
+  // What ran since StartProfile, by shader, the longest first; profiling is off afterwards.
+  std::vector<ProfileEntry> StopProfile();
+  // Whether profiling is on: a recording made while it was not must be recorded anew to be
+  // profiled (and the other way round).
+  bool profiling() const;
+
+  // For tests of the error paths only: from now on the driver answers as a failing one does.
+  // kDeviceLost: every submission answers VK_ERROR_DEVICE_LOST (the device reset or fell off the
+  // bus); kShaderBuild: every pipeline not built yet fails to build (a driver that cannot compile
+  // a shader). Call while no other thread uses the Device.
+  enum class Fault { kDeviceLost, kShaderBuild };
+  void InjectFaultForTesting(Fault fault);
 
  private:
   friend class Buffer;

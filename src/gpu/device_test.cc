@@ -65,6 +65,87 @@ TEST(GpuDeviceTest, ErrorsAreValues) {
   EXPECT_FALSE((*s)->Submit().ok());
 }
 
+// What a failing driver answers (injected: lavapipe does not fail) comes back as an error naming
+// the device and what failed, nothing aborts, and the Device says when it is lost for good.
+TEST(GpuDeviceTest, AShaderThatDoesNotBuildAndALostDeviceAreErrorsNamingTheDevice) {
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  const std::string name = dev->info().name;
+  Result<std::unique_ptr<Buffer>> a = dev->NewBuffer(256, false, "a");
+  Result<std::unique_ptr<Buffer>> b = dev->NewBuffer(256, false, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  Result<std::unique_ptr<Stream>> s = dev->NewStream();
+  ASSERT_TRUE(s.ok());
+  const uint32_t push[2] = {64, 1};
+  dev->InjectFaultForTesting(Device::Fault::kShaderBuild);
+  ASSERT_TRUE((*s)->Begin().ok());
+  (*s)->Dispatch(Kernel::kAdd, {a->get(), b->get()}, push, 1);
+  Status st = (*s)->Submit();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(name), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("building shader add"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(dev->lost());
+  // The device still runs what needs no new shader.
+  const std::vector<uint8_t> data(256, 7);
+  EXPECT_TRUE(dev->Upload(**a, 0, data.data(), data.size()).ok());
+
+  dev->InjectFaultForTesting(Device::Fault::kDeviceLost);
+  st = dev->Upload(**a, 0, data.data(), data.size());
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kUnavailable);
+  EXPECT_NE(st.message().find(name), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(dev->lost());
+  // Everything later fails at once, saying why, without calling the driver again.
+  std::vector<uint8_t> back(256);
+  st = dev->Download(**b, 0, back.data(), back.size());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("the device was lost"), std::string::npos) << st.ToString();
+}
+
+// The profile counts each command of the recordings made while it is on, every time they run,
+// and nothing recorded before it started.
+TEST(GpuDeviceTest, AProfileTimesEachShaderOfTheRecordingsMadeWhileItIsOn) {
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  if (dev->info().timestamp_ns <= 0) {  // a driver without compute timestamps: refused, saying so
+    const Status st = dev->StartProfile();
+    EXPECT_EQ(st.code(), Code::kUnsupported) << st.ToString();
+    return;
+  }
+  Result<std::unique_ptr<Buffer>> a = dev->NewBuffer(1 << 16, false, "a");
+  Result<std::unique_ptr<Buffer>> b = dev->NewBuffer(1 << 16, false, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  Result<std::unique_ptr<Stream>> s = dev->NewStream();
+  ASSERT_TRUE(s.ok());
+  const uint32_t push[2] = {1 << 14, 1};
+  ASSERT_TRUE((*s)->Begin().ok());
+  (*s)->Dispatch(Kernel::kAdd, {a->get(), b->get()}, push, 64);
+  ASSERT_TRUE((*s)->Submit().ok());
+  ASSERT_TRUE(dev->StartProfile().ok());
+  EXPECT_TRUE(dev->profiling());
+  ASSERT_TRUE((*s)->Replay().ok());  // recorded before the profile started: not timed
+  ASSERT_TRUE((*s)->Begin().ok());
+  for (int i = 0; i < 3; ++i) (*s)->Dispatch(Kernel::kAdd, {a->get(), b->get()}, push, 64);
+  (*s)->Copy(**a, 0, **b, 0, 1 << 16);
+  ASSERT_TRUE((*s)->Submit().ok());
+  ASSERT_TRUE((*s)->Replay().ok());
+  const std::vector<Device::ProfileEntry> profile = dev->StopProfile();
+  EXPECT_FALSE(dev->profiling());
+  ASSERT_EQ(profile.size(), 2u);
+  double total = 0;
+  for (const Device::ProfileEntry& e : profile) {
+    SCOPED_TRACE(e.name);
+    EXPECT_TRUE(e.name == "add" || e.name == "copy");
+    EXPECT_EQ(e.calls, e.name == "add" ? 6u : 2u);
+    EXPECT_GE(e.ms, 0.0);
+    total += e.ms;
+  }
+  EXPECT_GT(total, 0.0);
+  EXPECT_GE(profile[0].ms, profile[1].ms);  // the longest first
+  EXPECT_TRUE(dev->StopProfile().empty());  // nothing since
+}
+
 TEST(GpuDeviceTest, UploadAndDownloadRoundTrip) {
   std::unique_ptr<Device> dev = OpenFirst();
   ASSERT_NE(dev, nullptr);

@@ -98,6 +98,7 @@ std::string VkResultName(VkResult r) {
     case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
     case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
     case VK_ERROR_INVALID_SHADER_NV: return "VK_ERROR_INVALID_SHADER_NV";
+    case VK_ERROR_UNKNOWN: return "VK_ERROR_UNKNOWN";
     default: return "VkResult " + std::to_string(static_cast<int>(r));
   }
 }

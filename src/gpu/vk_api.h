@@ -64,7 +64,12 @@ namespace tandem::gpu {
   X(vkCreateFence)                    \
   X(vkDestroyFence)                   \
   X(vkWaitForFences)                  \
-  X(vkResetFences)
+  X(vkResetFences)                    \
+  X(vkCreateQueryPool)                \
+  X(vkDestroyQueryPool)               \
+  X(vkCmdResetQueryPool)              \
+  X(vkCmdWriteTimestamp)              \
+  X(vkGetQueryPoolResults)
 
 struct VulkanApi {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;

@@ -179,6 +179,7 @@ struct GpuLayers::Impl {
   struct Shape {
     int64_t n = -1, n_logits = -1;
     uint64_t generation = 0;
+    bool profiled = false;  // recorded while the device was profiling (gpu::Device::StartProfile)
     bool operator==(const Shape&) const = default;
   };
   Shape recorded;
@@ -621,9 +622,12 @@ Status GpuLayers::Forward(const GpuBatch& b, float* x, float* logits, std::vecto
   // after a decode step) replays the last recording: its dispatches depend only on those, and
   // the inputs it reads (hidden states, angles, cells, attention plan) were written above.
   if (head) std::memcpy(im.logit_rows->mapped(), b.logit_rows, std::min(im.logit_rows_cap, b.n_logits) * sizeof(int32_t));
-  const Impl::Shape shape{n, b.n_logits, im.generation};
+  const Impl::Shape shape{n, b.n_logits, im.generation, im.dev->profiling()};
   if (im.recorded == shape) {
-    TANDEM_RETURN_IF_ERROR(im.stream->Replay());
+    if (Status st = im.stream->Replay(); !st.ok()) {
+      im.recorded = Impl::Shape{};  // record anew next time
+      return st;
+    }
     ++im.replays;
   } else {
     im.recorded = Impl::Shape{};

@@ -547,7 +547,7 @@ Result<ErrorMsg> ErrorMsg::Decode(std::span<const uint8_t> payload) {
   ErrorMsg m;
   p.Get(&m.request, "request");
   p.Get(&m.code, "code");
-  p.Check(m.code >= 1 && m.code <= static_cast<uint8_t>(Code::kInternal), "code", "is not an error code");
+  p.Check(m.code >= 1 && m.code <= static_cast<uint8_t>(kLastCode), "code", "is not an error code");
   p.Str(&m.message, "message");
   return Finish(p, m);
 }

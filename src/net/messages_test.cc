@@ -240,6 +240,21 @@ TEST(MessagesTest, RejectsOutOfRangeFields) {
   Hello h;
   h.magic = 0x12345678;
   EXPECT_FALSE(Hello::Decode(PayloadOf(h)).ok());
+
+  // Every error code a worker can report goes through (a lost GPU is kUnavailable); 0 and codes
+  // past the last are refused.
+  ErrorMsg e;
+  e.message = "x";
+  for (int c = 1; c <= static_cast<int>(kLastCode); ++c) {
+    e.code = static_cast<uint8_t>(c);
+    Result<ErrorMsg> back = ErrorMsg::Decode(PayloadOf(e));
+    ASSERT_TRUE(back.ok()) << c << ": " << back.status().ToString();
+    EXPECT_EQ(back->code, c);
+  }
+  for (int c : {0, static_cast<int>(kLastCode) + 1, 255}) {
+    e.code = static_cast<uint8_t>(c);
+    EXPECT_FALSE(ErrorMsg::Decode(PayloadOf(e)).ok()) << c;
+  }
 }
 
 TEST(MessagesTest, FrameHeaderValidation) {

@@ -165,6 +165,52 @@ TEST(PipelineTest, GpuAndCpuStagesGiveTheSingleNodeLogits) {
   }
 }
 
+// A worker whose GPU is lost in the middle of a session (injected: lavapipe does not fail): the
+// main node's step fails with an error naming the device, the worker keeps serving, and the next
+// session runs on the device opened anew: the same logits as the first session (which differ
+// from the CPU's, PipelineTest.GpuAndCpuStagesGiveTheSingleNodeLogits, so the GPU computed them).
+TEST(PipelineTest, AWorkerWhoseGpuIsLostSaysSoAndServesTheNextSessionOnItOpenedAgain) {
+  const std::string path = Model("tiny-q4_k_m.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  Result<gpu::DeviceChoice> gpu = gpu::ChooseDevice("Vulkan0");  // the worker's own Device
+  ASSERT_TRUE(gpu.ok() && gpu->device != nullptr) << gpu.status().ToString();
+  WorkerOptions wo;
+  wo.use_main_path = true;
+  wo.device = gpu->device;
+  wo.gpu_layers = -1;
+  TestWorker w(wo);
+  ExecutorOptions o;
+  o.workers = {w.addr()};
+  o.n_ctx = 64;
+  o.threads = 1;
+  o.use_mmap = true;
+  o.log = [](const std::string&) {};
+  std::vector<float> first_logits, again_logits;
+  std::vector<int32_t> first_tokens, again_tokens;
+  {
+    Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    RunAll(**c, &first_logits, &first_tokens, 4);
+    gpu->device->InjectFaultForTesting(gpu::Device::Fault::kDeviceLost);
+    model::Batch step;
+    step.Add(first_tokens.back(), 16, 0, true);
+    exec::RunOptions so;
+    so.logits = true;
+    exec::RunOutput out;
+    const Status st = (*c)->Run(step, so, &out);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("Vulkan0"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << st.ToString();
+  }
+  Result<std::unique_ptr<Coordinator>> c = Coordinator::Open(*m, path, o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  RunAll(**c, &again_logits, &again_tokens, 4);
+  EXPECT_EQ(again_tokens, first_tokens);
+  EXPECT_EQ(again_logits, first_logits);
+}
+
 // A worker runs a Forward of at most 4 tokens on its reader thread when its session is idle, and
 // queues everything else behind the task that runs. Here the first worker holds almost every
 // layer, so the main node's micro-batches of 5, 5 and 2 tokens reach it while it computes: the

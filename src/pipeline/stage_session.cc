@@ -499,7 +499,9 @@ class StageSession::Impl {
     const auto t0 = Clock::now();
     Status st = stage_->Forward(batch_, f.hidden.data());
     if (!st.ok()) {
-      // The request failed but the session can go on (e.g. a full context).
+      // A lost GPU ends the session (nothing runs on it again; the worker opens it anew for the
+      // next one). Any other failed request leaves the session going (e.g. a full context).
+      if (o_.device != nullptr && o_.device->lost()) return Fail(f.request, st);
       SendError(f.request, st);
       return;
     }

@@ -40,7 +40,28 @@ struct Worker::Impl {
   void Handle(net::Socket s);
   void Probe(net::Socket s, const net::ServerHello& h, const std::string& peer);
   void Reap(bool all);
+  void ReopenLostDevice();
+  net::WorkerInfo Info() {
+    std::lock_guard<std::mutex> lock(mu);
+    return info;
+  }
 };
+
+// A GPU the driver lost (it reset, or fell off the bus) runs nothing again: the next session gets
+// the device opened anew, or the CPU when it cannot be. Called under `mu`, between sessions.
+void Worker::Impl::ReopenLostDevice() {
+  const gpu::DeviceInfo was = o.device->info();
+  const std::string name = was.name + " (" + was.description + ")";
+  Result<std::unique_ptr<gpu::Device>> d = gpu::Device::Open(was.index);
+  if (d.ok()) {
+    o.device = std::move(*d);
+    Log(name + " was lost; opened it again");
+    return;
+  }
+  o.device = nullptr;
+  info.gpus.clear();
+  Log(name + " was lost and cannot be opened again (" + d.status().message() + "): sessions run on the CPU");
+}
 
 void Worker::Impl::Handle(net::Socket s) {
   if (stop) return;  // stopping: nothing new starts (the socket closes here)
@@ -69,6 +90,7 @@ void Worker::Impl::Handle(net::Socket s) {
       session->Join();
       session.reset();
     }
+    if (o.device != nullptr && o.device->lost()) ReopenLostDevice();
     if (Status st = net::SendWelcome(s, o.key, *h, info); !st.ok()) {
       Log("lost " + peer + " during the handshake: " + st.message());
       return;
@@ -78,7 +100,7 @@ void Worker::Impl::Handle(net::Socket s) {
     session->Begin(std::move(s));
     return;
   }
-  if (Status st = net::SendWelcome(s, o.key, *h, info); !st.ok()) return;
+  if (Status st = net::SendWelcome(s, o.key, *h, Info()); !st.ok()) return;
   Result<net::Attach> a = net::ReadMessage<net::Attach>(s, net::MsgType::kAttach, net::kHandshakeTimeoutMs);
   if (!a.ok()) {
     Log("rejected stage connection from " + peer + ": " + a.status().message());
@@ -100,9 +122,10 @@ void Worker::Impl::Handle(net::Socket s) {
 // `tandem probe`: the handshake (so the key is proven both ways), WorkerInfo with `busy` set, then
 // Pong for each Ping until the probe closes, a frame is not a Ping, or 10 s pass. No session.
 void Worker::Impl::Probe(net::Socket s, const net::ServerHello& h, const std::string& peer) {
-  net::WorkerInfo now = info;
+  net::WorkerInfo now;
   {
     std::lock_guard<std::mutex> lock(mu);
+    now = info;
     now.busy = session && !session->finished();
   }
   if (Status st = net::SendWelcome(s, o.key, h, now); !st.ok()) return;

@@ -67,7 +67,8 @@ struct WorkerOptions {
   // closed unread.
   int max_connections = 16;
   // The GPU the stages run on (gpu/device.h; null: the CPU), and how many of a stage's layers go
-  // there (-1: as many as fit), the last ones of its range.
+  // there (-1: as many as fit), the last ones of its range. A device the driver loses ends the
+  // session that used it; the worker opens it again for the next one (or uses the CPU).
   std::shared_ptr<gpu::Device> device;
   int64_t gpu_layers = -1;
 };
@@ -79,6 +80,8 @@ class Worker {
   ~Worker();
 
   uint16_t port() const;
+  // What the worker measured at Start (its GPU list changes only if a lost GPU cannot be opened
+  // again; read it before Serve or from Serve's thread).
   const net::WorkerInfo& info() const;
   // Serves connections until Stop() or *stop_flag (checked every 200 ms) becomes true.
   void Serve(const std::atomic<bool>* stop_flag = nullptr);
