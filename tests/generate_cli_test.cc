@@ -95,19 +95,36 @@ TEST(GenerateCliTest, FlashAttentionAndCacheTypeFlags) {
 
 // --mmap computes from the file map and the default (--no-mmap) from a copy of the weights: the same
 // bytes, so the same logits to the last bit.
+// --no-mmap (the default) copies the weights into memory; Q4_0, Q5_0, Q8_0 and Q4_K matrices go
+// into the interleaved layout there (kernels/interleave.h), whose products round differently.
+// Without such matrices (Q5_K_M) the logits are the same to the bit; with them (Q4_K_M) within
+// what moved roundings of the activations give (the reference README: max KL about 1e-2 between
+// two orders of summation).
 TEST(GenerateCliTest, MmapAndCopiedWeightsGiveTheSameLogits) {
-  const auto model = SharedDir() / "reference/models/tiny-q4_k_m.gguf";
-  TANDEM_REQUIRE_SHARED(model);
-  const std::vector<std::string> base = {"logits", "-m", model.string(), "-p", "Once upon a time", "--greedy", "8"};
-  std::vector<std::string> mapped = base, copied = base;
-  mapped.push_back("--mmap");
-  copied.push_back("--no-mmap");
-  RunResult a = RunTandem(base), b = RunTandem(mapped), c = RunTandem(copied);
-  ASSERT_EQ(a.code, 0) << a.err;
-  ASSERT_EQ(b.code, 0) << b.err;
-  ASSERT_EQ(c.code, 0) << c.err;
-  EXPECT_EQ(nlohmann::json::parse(a.out)["logits"], nlohmann::json::parse(b.out)["logits"]);
-  EXPECT_EQ(a.out, c.out);
+  for (const char* name : {"tiny-q5_k_m.gguf", "tiny-q4_k_m.gguf"}) {
+    SCOPED_TRACE(name);
+    const auto model = SharedDir() / "reference/models" / name;
+    TANDEM_REQUIRE_SHARED(model);
+    const std::vector<std::string> base = {"logits", "-m", model.string(), "-p", "Once upon a time", "--greedy", "8"};
+    std::vector<std::string> mapped = base, copied = base;
+    mapped.push_back("--mmap");
+    copied.push_back("--no-mmap");
+    RunResult a = RunTandem(base), b = RunTandem(mapped), c = RunTandem(copied);
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    ASSERT_EQ(c.code, 0) << c.err;
+    EXPECT_EQ(a.out, c.out);
+    const nlohmann::json la = nlohmann::json::parse(a.out), lb = nlohmann::json::parse(b.out);
+    if (std::string(name) == "tiny-q5_k_m.gguf") {
+      EXPECT_EQ(la["logits"], lb["logits"]);
+      continue;
+    }
+    std::vector<float> x, y;
+    for (const auto& row : la["logits"]) for (float v : row) x.push_back(v);
+    for (const auto& row : lb["logits"]) for (float v : row) y.push_back(v);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_LE(testing::MaxKl(x, y, la["n_vocab"].get<int64_t>()), 1e-2);
+  }
 }
 
 // `tandem logits --device Vulkan0 -ngl 99` (every layer and the head on the GPU: lavapipe in CI)

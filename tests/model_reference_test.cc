@@ -12,6 +12,8 @@
 #include "gguf/reader.h"
 #include "model/forward.h"
 #include "model/params.h"
+#include "kernels/interleave.h"
+#include "kernels/kernels.h"
 #include "test_support.h"
 
 namespace tandem {
@@ -558,8 +560,11 @@ TEST(ModelReferenceTest, WeightsCopiedIntoMemoryGiveIdenticalLogits) {
       const model::LayerWeights& a = mapped->layers[l];
       const model::LayerWeights& b = copied->layers[l];
       EXPECT_NE(a.down.data, b.down.data);
-      EXPECT_EQ(0, std::memcmp(a.down.data, b.down.data,
-                               quant::RowBytes(a.down.type, a.down.cols) * a.down.rows)) << "layer " << l;
+      // The file's bytes, or (Q4_K here) those bytes in the interleaved layout.
+      const size_t n = quant::RowBytes(a.down.type, a.down.cols) * a.down.rows;
+      std::vector<uint8_t> want(static_cast<const uint8_t*>(a.down.data), static_cast<const uint8_t*>(a.down.data) + n);
+      if (b.down.interleaved) kernels::Interleave(a.down.type, a.down.data, want.data(), a.down.rows, a.down.cols);
+      EXPECT_EQ(0, std::memcmp(want.data(), b.down.data, n)) << "layer " << l;
     }
     EXPECT_EQ(copied->CopyIntoMemory(1, 2, true).ok(), true);  // all resident already: a no-op
     EXPECT_EQ(copied->copied_bytes(), first + last_done);
@@ -567,9 +572,24 @@ TEST(ModelReferenceTest, WeightsCopiedIntoMemoryGiveIdenticalLogits) {
     std::vector<model::Batch> batches(2);
     for (int32_t i = 0; i < 12; ++i) batches[0].Add((i * 37 + 5) % 300, i, 0, true);
     batches[1].Add(42, 12, 0, true);
+    // Q4_K (as Q4_0, Q5_0, Q8_0) goes into the interleaved layout, whose products round
+    // differently: other types give the same logits to the bit; with the interleaved layout the
+    // float differences move some roundings of the activations to Q8_K, which the reference
+    // README puts at max KL about 1e-2 between two orders of summation (flash attention on and
+    // off); measured here 7.7e-4.
+    bool interleaved = false;
+    for (int64_t l = 0; l < n_layer; ++l) interleaved = interleaved || copied->layers[l].wq.interleaved;
+    EXPECT_EQ(interleaved, std::string(name) == "tiny-qwen2-q4_k_m.gguf" &&
+                               kernels::Best().gemm_interleaved[static_cast<uint32_t>(quant::TensorType::kQ4_K)]);
     for (bool flash : {false, true}) {
       const model::ContextOptions o{flash, quant::TensorType::kF16, quant::TensorType::kF16};
-      EXPECT_EQ(RunBatches(*mapped, o, batches), RunBatches(*copied, o, batches)) << "flash " << flash;
+      const std::vector<float> a = RunBatches(*mapped, o, batches), b = RunBatches(*copied, o, batches);
+      if (!interleaved) {
+        EXPECT_EQ(a, b) << "flash " << flash;
+      } else {
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_LE(testing::MaxKl(a, b, mapped->params().n_vocab), 1e-2) << "flash " << flash;
+      }
     }
   }
 }

@@ -12,13 +12,21 @@ using quant::BlockQ8_0;
 using quant::TensorType;
 
 bool HasInterleavedLayout(TensorType t) {
-  return t == TensorType::kQ4_0 || t == TensorType::kQ5_0 || t == TensorType::kQ8_0;
+  return t == TensorType::kQ4_0 || t == TensorType::kQ5_0 || t == TensorType::kQ8_0 || t == TensorType::kQ4_K;
+}
+
+TensorType InterleavedActType(TensorType t) { return t == TensorType::kQ4_K ? TensorType::kQ8_K : TensorType::kQ8_0; }
+
+size_t InterleavedActRowBytes(TensorType t, int64_t cols) {
+  return t == TensorType::kQ4_K ? quant::RowBytes(TensorType::kQ8_K, cols)
+                                : sizeof(BlockQ8S) * static_cast<size_t>(cols / quant::kQK);
 }
 
 size_t InterleavedBlockBytes(TensorType t) {
   switch (t) {
     case TensorType::kQ4_0: return kInterleaveRows * sizeof(BlockQ4_0);
     case TensorType::kQ5_0: return kInterleaveRows * sizeof(BlockQ5_0);
+    case TensorType::kQ4_K: return kInterleaveRows * sizeof(quant::BlockQ4_K);
     default: return kInterleaveRows * sizeof(BlockQ8_0);
   }
 }
@@ -28,9 +36,78 @@ namespace {
 // The chunks of 64 quant bytes a block of the type has (the masks and scales follow them).
 int Chunks(TensorType t) { return t == TensorType::kQ8_0 ? 8 : 4; }
 
+// Offsets in an interleaved Q4_K super-block (interleave.h).
+constexpr size_t kK4ScLow = 2048, kK4MnLow = 2112, kK4High = 2176, kK4D = 2240, kK4Dmin = 2272;
+
+void InterleaveQ4K(const uint8_t* s, uint8_t* d, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / quant::kQKK;
+  const size_t row_bytes = quant::RowBytes(TensorType::kQ4_K, cols);
+  for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
+    uint8_t* group = d + static_cast<size_t>(g) * kInterleaveRows * row_bytes;
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* out = group + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ4_K);
+      for (int r = 0; r < kInterleaveRows; ++r) {
+        const auto& b = reinterpret_cast<const quant::BlockQ4_K*>(s + (g * kInterleaveRows + r) * row_bytes)[i];
+        for (int p = 0; p < 4; ++p) {
+          for (int c = 0; c < 8; ++c) std::memcpy(out + 512 * p + 64 * c + 4 * r, b.qs + 32 * p + 4 * c, 4);
+        }
+        int sc[8], mn[8];
+        quant::UnpackScalesMinsK4(b.scales, sc, mn);
+        for (int q = 0; q < 4; ++q) {
+          out[kK4ScLow + 16 * q + r] = static_cast<uint8_t>((sc[q] & 15) | (sc[q + 4] & 15) << 4);
+          out[kK4MnLow + 16 * q + r] = static_cast<uint8_t>((mn[q] & 15) | (mn[q + 4] & 15) << 4);
+          out[kK4High + 16 * q + r] =
+              static_cast<uint8_t>(sc[q] >> 4 | (sc[q + 4] >> 4) << 2 | (mn[q] >> 4) << 4 | (mn[q + 4] >> 4) << 6);
+        }
+        std::memcpy(out + kK4D + 2 * r, &b.d, 2);
+        std::memcpy(out + kK4Dmin + 2 * r, &b.dmin, 2);
+      }
+    }
+  }
+}
+
+// Interleaved Q4_K against Q8_K activations, as interleave.h defines it.
+void GemmQ4KReference(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, int na, float* out,
+                      int64_t ldo) {
+  for (int ar = 0; ar < na; ++ar) {
+    const auto* y = reinterpret_cast<const quant::BlockQ8_K*>(a + ar * a_stride);
+    for (int r = 0; r < kInterleaveRows; ++r) {
+      float acc = 0;
+      for (int64_t i = 0; i < n / quant::kQKK; ++i) {
+        const uint8_t* blk = w + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ4_K);
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          const int q = j % 4, shift = j < 4 ? 0 : 4;
+          const uint8_t high = blk[kK4High + 16 * q + r];
+          const int sc = ((blk[kK4ScLow + 16 * q + r] >> shift) & 15) | ((high >> (j < 4 ? 0 : 2)) & 3) << 4;
+          const int mn = ((blk[kK4MnLow + 16 * q + r] >> shift) & 15) | ((high >> (j < 4 ? 4 : 6)) & 3) << 4;
+          int32_t s = 0;
+          for (int c = 0; c < 8; ++c) {
+            for (int e = 0; e < 4; ++e) {
+              const uint8_t v = blk[512 * (j / 2) + 64 * c + 4 * r + e];
+              s += ((j % 2 == 0) ? (v & 15) : (v >> 4)) * y[i].qs[32 * j + 4 * c + e];
+            }
+          }
+          isum += sc * s;
+          msum += mn * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        uint16_t dh, mh;
+        std::memcpy(&dh, blk + kK4D + 2 * r, 2);
+        std::memcpy(&mh, blk + kK4Dmin + 2 * r, 2);
+        acc = std::fma(static_cast<float>(isum), quant::Fp16ToFp32(dh) * y[i].d, acc);
+        acc = std::fma(-static_cast<float>(msum), quant::Fp16ToFp32(mh) * y[i].d, acc);
+      }
+      out[ar * ldo + r] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 void Interleave(TensorType t, const void* src, void* dst, int64_t rows, int64_t cols) {
+  if (t == TensorType::kQ4_K) {
+    return InterleaveQ4K(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, cols);
+  }
   const int64_t nb = cols / quant::kQK;
   const size_t row_bytes = quant::RowBytes(t, cols), block_bytes = InterleavedBlockBytes(t);
   const int chunks = Chunks(t);
@@ -99,6 +176,9 @@ void QuantizeQ8SReference(const float* src, void* dst, int64_t n) {
 
 void GemmInterleavedReference(TensorType t, int64_t n, const void* w, const void* a, size_t a_stride, int na,
                               float* out, int64_t ldo) {
+  if (t == TensorType::kQ4_K) {
+    return GemmQ4KReference(n, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a), a_stride, na, out, ldo);
+  }
   const bool nibbles = t != TensorType::kQ8_0, five = t == TensorType::kQ5_0;
   const int chunks = Chunks(t);
   const int32_t bias = t == TensorType::kQ4_0 ? 8 : five ? 16 : 128;

@@ -19,6 +19,19 @@
 // quants), block b of row r contributes d_w * d_a * (sum of u * a - bias * sum(a)), with u the
 // unsigned stored value (q for Q4_0 and Q5_0, q + 128 for Q8_0) and bias 8, 16 or 128.
 //
+//   Q4_K, 2304 bytes per super-block of 256 elements (16 x 144): sub-blocks 2p and 2p + 1 (p = 0..3)
+//         in 8 chunks of 64 bytes at 512p + 64c, lane r = row r's stored qs[32p + 4c .. +3] (low
+//         nibbles: elements 4c..4c+3 of sub-block 2p, high: of sub-block 2p + 1); then the 6-bit
+//         scales and mins of the 16 rows' 8 sub-blocks, transposed (sub-block major, row minor)
+//         and packed in 192 bytes: at 2048 + 16q + r the low 4 bits of sc[q][r] (low nibble) and
+//         sc[q + 4][r] (high), q = 0..3; at 2112 + 16q + r the same of the mins; at 2176 + 16q + r
+//         the top 2 bits of sc[q][r], sc[q + 4][r], mn[q][r], mn[q + 4][r] (bits 0-1, 2-3, 4-5,
+//         6-7); then the 16 rows' d (f16) at 2240 and dmin at 2272.
+//         Its activations are Q8_K: super-block i of row r contributes, with S_j the integer dot
+//         of sub-block j's nibbles and quants and B_j the sum of those quants (two bsums),
+//         (d * y.d) * float(sum_j sc_j S_j) - (dmin * y.d) * float(sum_j mn_j B_j), each product
+//         of floats rounded as a fused multiply-add rounds it.
+//
 // Thread safety: pure functions.
 #pragma once
 
@@ -39,10 +52,16 @@ struct BlockQ8S {
 };
 static_assert(sizeof(BlockQ8S) == 40);
 
-// Whether `t` has an interleaved layout (Q4_0, Q5_0, Q8_0).
+// Whether `t` has an interleaved layout (Q4_0, Q5_0, Q8_0, Q4_K).
 bool HasInterleavedLayout(quant::TensorType t);
+// The activation format of interleaved `t`: Q8_K for Q4_K, else Q8S (reported as kQ8_0, whose
+// blocks Q8S extends).
+quant::TensorType InterleavedActType(quant::TensorType t);
+// Bytes of one activation row of `cols` elements for interleaved `t`.
+size_t InterleavedActRowBytes(quant::TensorType t, int64_t cols);
 // Rearranges `rows` rows of `cols` elements (file layout, row-major) into the interleaved layout.
-// REQUIRES: HasInterleavedLayout(t), rows % 16 == 0, cols % 32 == 0; dst holds the same bytes.
+// REQUIRES: HasInterleavedLayout(t), rows % 16 == 0, cols a multiple of t's block; dst holds the
+// same bytes.
 void Interleave(quant::TensorType t, const void* src, void* dst, int64_t rows, int64_t cols);
 // Bytes of one interleaved block of 16 rows.
 size_t InterleavedBlockBytes(quant::TensorType t);
@@ -50,7 +69,8 @@ size_t InterleavedBlockBytes(quant::TensorType t);
 // Reference operations (scalar; the SIMD kernels are tested against them).
 void QuantizeQ8SReference(const float* src, void* dst, int64_t n);
 // out[r * ldo + j] = row j of the group `w` (16 interleaved rows of n elements) . activation row
-// r (Q8S, rows a_stride bytes apart), for r < na, j < 16.
+// r (InterleavedActType(t), rows a_stride bytes apart), for r < na, j < 16. For Q4_K the SIMD
+// kernels give the same bits (the same integer sums and the same float operations).
 void GemmInterleavedReference(quant::TensorType t, int64_t n, const void* w, const void* a, size_t a_stride,
                               int na, float* out, int64_t ldo);
 

@@ -96,7 +96,7 @@ struct AttnOps {
 inline constexpr int kTypeSlots = 40;  // covers every TensorType id
 
 // A group of 16 interleaved weight rows (kernels/interleave.h) dotted with `na` activation rows in
-// the Q8S format, `a_stride` bytes apart: out[r * ldo + j] = row j . a_r for r < na, j < 16.
+// the type's interleaved activation format (Q8S; Q4_K: Q8_K), `a_stride` bytes apart: out[r * ldo + j] = row j . a_r for r < na, j < 16.
 // Each (row, activation row) result is computed the same way whatever na (batch invariance).
 // REQUIRES: 1 <= na <= the table's gemm_interleaved_rows.
 using GemmInterleavedFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out,
@@ -110,8 +110,8 @@ struct KernelTable {
   quant::QuantizeRowFn quantize_act[kTypeSlots] = {};
   FloatOps f{};
   AttnOps attn{};  // a separate struct: ISA files that reassign f whole leave it as it was
-  // Interleaved Q4_0 / Q5_0 / Q8_0 weights (null: this table has no such kernel, and weights stay in
-  // the file's layout), with their activation quantizer to Q8S.
+  // Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K weights (null: this table has no such kernel, and weights
+  // stay in the file's layout), with the activation quantizer to Q8S (Q4_K's Q8_K is above).
   GemmInterleavedFn gemm_interleaved[kTypeSlots] = {};
   int gemm_interleaved_rows = kMaxMultiRows;  // the most activation rows one call takes (AMX: 16)
   quant::QuantizeRowFn quantize_q8s = nullptr;

@@ -1,4 +1,4 @@
-// The AMX kernel table: the AVX-512 table, with the interleaved Q4_0 / Q5_0 / Q8_0 products of 2 to
+// The AMX kernel table: the AVX-512 table, with the interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K products of 2 to
 // 16 activation rows (a tile's rows) (prompts, speculative verification, a server's batch) done by Intel AMX
 // tile instructions. Per 32-element block of 16 weight rows: the unpacked weights are an AMX B tile
 // as they are (kernels/interleave.h: lane r of chunk c = row r's elements 4c..4c+3), the
@@ -119,7 +119,100 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
 
+// Interleaved Q4_K (kernels/interleave.h): per pair of sub-blocks, the unpacked nibbles are two
+// B tiles (low: the even sub-block; high, left in place: 16 times the odd one's values) and the
+// activation rows' quants of each sub-block an A tile read in place from their Q8_K rows; the
+// sums times the 16 rows' scales by VPMULLD and the float step are the VNNI kernel's
+// (x86_interleaved.h, x86_common.h), so a row gets the same bits from both.
+// Sub-block J of a super-block: its B tile from `b` (unpacked), its A tile the activation rows'
+// quants there (`y`: the first row's super-block), its sums to `sums`. Even and odd sub-blocks
+// use tiles 0-2 and 3-5, so one's product overlaps the other's loads and stores.
+template <int J>
+__attribute__((always_inline)) inline void Q4KSubBlock(const uint8_t* b, const uint8_t* y, size_t a_stride,
+                                                       int32_t* sums) {
+  // (GCC's tile intrinsics take the tile numbers as literals.)
+  if constexpr ((J & 1) == 0) {
+    _tile_zero(0);
+    _tile_loadd(2, b, 64);
+    _tile_loadd(1, y + 32 * J, static_cast<long>(a_stride));
+    _tile_dpbsud(0, 1, 2);
+    _tile_stored(0, sums, 64);
+  } else {
+    _tile_zero(3);
+    _tile_loadd(5, b, 64);
+    _tile_loadd(4, y + 32 * J, static_cast<long>(a_stride));
+    _tile_dpbsud(3, 4, 5);
+    _tile_stored(3, sums, 64);
+  }
+}
+
+template <int NA>
+void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
+  Configure(NA);
+  const int64_t nb = n / quant::kQKK;
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* act = static_cast<const uint8_t*>(a) + offsetof(quant::BlockQ8_K, qs);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  alignas(64) uint8_t unpacked[8][8 * 64];  // the 8 sub-blocks' B tiles
+  alignas(64) int32_t sums[8][NA * 16];
+  __m512 acc[NA];
+#pragma GCC unroll 16
+  for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* blk = wb + i * x86::kK4IlBytes;
+    x86::PrefetchAhead<1, x86::kK4IlBytes>(blk);  // a small batch reads each weight once, from memory
+    // Every B tile first, so that the stores are done before the tile loads read them.
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m512i v = _mm512_loadu_si512(blk + 512 * p + 64 * c);
+        _mm512_store_si512(unpacked[2 * p] + 64 * c, _mm512_and_si512(v, m4));
+        _mm512_store_si512(unpacked[2 * p + 1] + 64 * c, _mm512_andnot_si512(m4, v));
+      }
+    }
+    x86::K4IlScales sm;
+    x86::UnpackK4IlScales(blk, &sm);
+    const uint8_t* y = act + i * sizeof(quant::BlockQ8_K);
+    Q4KSubBlock<0>(unpacked[0], y, a_stride, sums[0]);
+    Q4KSubBlock<1>(unpacked[1], y, a_stride, sums[1]);
+    Q4KSubBlock<2>(unpacked[2], y, a_stride, sums[2]);
+    Q4KSubBlock<3>(unpacked[3], y, a_stride, sums[3]);
+    Q4KSubBlock<4>(unpacked[4], y, a_stride, sums[4]);
+    Q4KSubBlock<5>(unpacked[5], y, a_stride, sums[5]);
+    Q4KSubBlock<6>(unpacked[6], y, a_stride, sums[6]);
+    Q4KSubBlock<7>(unpacked[7], y, a_stride, sums[7]);
+    const __m512i sc32[8] = {x86::K4IlScale<0>(sm), x86::K4IlScale<1>(sm), x86::K4IlScale<2>(sm),
+                             x86::K4IlScale<3>(sm), x86::K4IlScale<4>(sm), x86::K4IlScale<5>(sm),
+                             x86::K4IlScale<6>(sm), x86::K4IlScale<7>(sm)};
+#pragma GCC unroll 16
+    for (int r = 0; r < NA; ++r) {
+      __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        // The odd sub-block's sums are 16 times its values' (its nibbles were left in place).
+        const __m512i s0 = _mm512_mullo_epi32(_mm512_load_si512(sums[2 * p] + 16 * r), sc32[2 * p]);
+        const __m512i s1 =
+            _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_load_si512(sums[2 * p + 1] + 16 * r), 4), sc32[2 * p + 1]);
+        isum = _mm512_add_epi32(isum, _mm512_add_epi32(s0, s1));
+      }
+      const quant::BlockQ8_K& yr =
+          reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * a_stride)[i];
+      acc[r] = x86::K4IlAdd(acc[r], isum, yr, sm, blk);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
+}
+
 #pragma GCC diagnostic pop
+
+GemmInterleavedFn g_q4k_one_row;
+
+void GemmAmxQ4KAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
+  if (na == 1) return g_q4k_one_row(n, w, a, a_stride, 1, out, ldo);
+  x86::WithRows<16>(na, [&](auto rows) { GemmAmxQ4K<decltype(rows)::value>(n, w, a, a_stride, out, ldo); });
+}
 
 template <Il K>
 void GemmAmxAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
@@ -139,6 +232,8 @@ void FillAmx(KernelTable* t) {
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmAmxAny<Il::kQ4_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ5_0)] = GemmAmxAny<Il::kQ5_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmAmxAny<Il::kQ8_0>;
+  g_q4k_one_row = t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)];
+  t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)] = GemmAmxQ4KAny;
 }
 
 }  // namespace tandem::kernels::internal

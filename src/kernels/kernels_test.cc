@@ -403,14 +403,16 @@ TEST(KernelsTest, ScalarRopeRotatesTheDocumentedPairs) {
 namespace tandem::kernels {
 namespace {
 
-// Interleaved Q4_0 / Q5_0 / Q8_0: the layout is the file's rows rearranged (the reference gemm over it
-// equals the reference dot of each row, up to float rounding), every table's kernel equals the
-// reference gemm, and a row's result is the same to the bit for every number of activation rows.
+// Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K: the layout is the file's rows rearranged (the reference gemm
+// over it equals the reference dot of each row, up to float rounding), every table's kernel equals
+// the reference gemm (Q4_K: to the bit), and a row's result is the same to the bit for every
+// number of activation rows.
 TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
   const int64_t rows = 32, n = 512;
   constexpr int kRows = 16;  // the most activation rows any table's call takes (AMX: a tile's)
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0}) {
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K}) {
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
+    const bool k4 = type == TensorType::kQ4_K;
     const quant::TypeOps& ref = *quant::ReferenceOps(type);
     const size_t row_bytes = quant::RowBytes(type, n);
     std::vector<uint8_t> w(row_bytes * rows), wi(row_bytes * rows);
@@ -421,15 +423,21 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       wf.insert(wf.end(), v.begin(), v.end());
     }
     Interleave(type, w.data(), wi.data(), rows, n);
-    // Activations, in Q8S for the interleaved kernels and in Q8_0 for the row dot.
-    const size_t s_stride = sizeof(BlockQ8S) * (n / quant::kQK), q_stride = quant::RowBytes(TensorType::kQ8_0, n);
+    // Activations in the interleaved kernels' format (Q8S; Q4_K: Q8_K) and in the row dot's
+    // (Q8_0; Q4_K: Q8_K).
+    const TensorType row_act = k4 ? TensorType::kQ8_K : TensorType::kQ8_0;
+    const size_t s_stride = InterleavedActRowBytes(type, n), q_stride = quant::RowBytes(row_act, n);
     std::vector<uint8_t> as(s_stride * kRows), aq(q_stride * kRows);
     std::vector<double> norms;
     for (int j = 0; j < kRows; ++j) {
       std::vector<float> x = Random(n, 2000 + j);
       norms.push_back(Norm(x));
+      quant::ReferenceOps(row_act)->quantize_row(x.data(), aq.data() + j * q_stride, n);
+      if (k4) {
+        std::memcpy(as.data() + j * s_stride, aq.data() + j * q_stride, s_stride);
+        continue;
+      }
       QuantizeQ8SReference(x.data(), as.data() + j * s_stride, n);
-      quant::ReferenceOps(TensorType::kQ8_0)->quantize_row(x.data(), aq.data() + j * q_stride, n);
       // The Q8S quants are Q8_0's; the sum is theirs.
       const auto* s = reinterpret_cast<const BlockQ8S*>(as.data() + j * s_stride);
       const auto* q = reinterpret_cast<const quant::BlockQ8_0*>(aq.data() + j * q_stride);
@@ -463,9 +471,13 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       std::vector<uint8_t> at(s_stride * kRows);
       for (int j = 0; j < kRows; ++j) {
         std::vector<float> x = Random(n, 2000 + j);
-        t->quantize_q8s(x.data(), at.data() + j * s_stride, n);
+        if (k4) {
+          t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)](x.data(), at.data() + j * s_stride, n);
+        } else {
+          t->quantize_q8s(x.data(), at.data() + j * s_stride, n);
+        }
       }
-      ASSERT_EQ(std::memcmp(at.data(), as.data(), at.size()), 0) << "the table's Q8S quantizer";
+      ASSERT_EQ(std::memcmp(at.data(), as.data(), at.size()), 0) << "the table's activation quantizer";
       std::vector<float> alone(kRows * rows);
       ASSERT_LE(t->gemm_interleaved_rows, kRows);
       ASSERT_GE(t->gemm_interleaved_rows, kMaxMultiRows);
@@ -476,8 +488,12 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
         }
         for (int j = 0; j < na; ++j) {
           for (int64_t r = 0; r < rows; ++r) {
-            ASSERT_NEAR(got[j * rows + r], want[j * rows + r], 1e-5 * (std::fabs(want[j * rows + r]) + 1))
-                << "row " << r << " activation " << j << " na " << na;
+            if (k4) {
+              ASSERT_EQ(got[j * rows + r], want[j * rows + r]) << "row " << r << " activation " << j << " na " << na;
+            } else {
+              ASSERT_NEAR(got[j * rows + r], want[j * rows + r], 1e-5 * (std::fabs(want[j * rows + r]) + 1))
+                  << "row " << r << " activation " << j << " na " << na;
+            }
             if (na == 1) alone[r] = got[r];
             if (j == 0) {
               ASSERT_EQ(got[r], alone[r]) << "row " << r << " alone and with " << na << " activation rows";
@@ -507,9 +523,10 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   if (k.gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] == nullptr) GTEST_SKIP() << "no interleaved kernels here";
   ThreadPool pool(2);
   Scratch scratch;
-  const int64_t rows = 96, n = 512, tokens = 21;  // more than one call's rows on every table
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0}) {
-    SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
+  const int64_t rows = 96, tokens = 21;  // more than one call's rows on every table
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K})
+  for (int64_t n : {256, 512, 768}) {
+    SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " n=" + std::to_string(n));
     const size_t row_bytes = quant::RowBytes(type, n);
     std::vector<uint8_t> w(row_bytes * rows), wi(w.size());
     for (int64_t r = 0; r < rows; ++r) {

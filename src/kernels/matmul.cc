@@ -79,10 +79,13 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
 
 void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                        int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
-  const size_t a_stride = sizeof(BlockQ8S) * static_cast<size_t>(cols / quant::kQK);
+  const size_t a_stride = InterleavedActRowBytes(wtype, cols);
   const size_t need = a_stride * static_cast<size_t>(n_tokens);
   if (scratch.act.size() < need) scratch.act.resize(need);
-  for (int64_t t = 0; t < n_tokens; ++t) k.quantize_q8s(x + t * cols, scratch.act.data() + t * a_stride, cols);
+  const quant::QuantizeRowFn quantize = InterleavedActType(wtype) == TensorType::kQ8_K
+                                            ? k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)]
+                                            : k.quantize_q8s;
+  for (int64_t t = 0; t < n_tokens; ++t) quantize(x + t * cols, scratch.act.data() + t * a_stride, cols);
   const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
   const int64_t max_rows = k.gemm_interleaved_rows;
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;

@@ -38,7 +38,7 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
 
 // MatMul for weights in the interleaved layout (kernels/interleave.h), n_tokens >= 1 (a decode step
 // too: a row's result does not depend on n_tokens). REQUIRES: k.gemm_interleaved[wtype] and
-// k.quantize_q8s are set; rows % 16 == 0.
+// the quantizer of InterleavedActType(wtype) (Q8S: k.quantize_q8s) are set; rows % 16 == 0.
 void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                        int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch);
 

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "kernels/interleave.h"
+#include "quant/quant.h"
 
 namespace tandem::kernels::x86 {
 namespace {
@@ -71,6 +72,67 @@ template <Il K>
 __attribute__((always_inline)) inline __m512 AddBlockIl(__m512 acc, __m512i sums, const BlockQ8S& y, __m512 dw) {
   const __m512i t = _mm512_sub_epi32(sums, _mm512_set1_epi32(IlBlock<K>::kBias * y.sum));
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(y.d)), acc);
+}
+
+// ---- interleaved Q4_K (kernels/interleave.h) ----
+
+inline constexpr int kK4IlBytes = 2304;
+
+// A super-block's 16 rows' scales and mins, unpacked to bytes, sub-block major: sc[j / 4] holds
+// sub-blocks 4 (j / 4) .. +3, 16 rows each (128-bit lane j % 4, byte r); likewise mn. Kept in
+// registers: reloading parts of a vector just stored stalls on store forwarding.
+struct K4IlScales {
+  __m512i sc[2];
+  __m512i mn[2];
+};
+
+__attribute__((always_inline)) inline void UnpackK4IlScales(const uint8_t* blk, K4IlScales* s) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+  const __m512i sc = _mm512_loadu_si512(blk + 2048), mn = _mm512_loadu_si512(blk + 2112);
+  const __m512i hb = _mm512_loadu_si512(blk + 2176);
+  auto top = [&](int shift) {  // two bits of hb moved to bits 4-5
+    return _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, shift), m3), 4);
+  };
+  s->sc[0] = _mm512_or_si512(_mm512_and_si512(sc, m4), top(0));
+  s->sc[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(sc, 4), m4), top(2));
+  s->mn[0] = _mm512_or_si512(_mm512_and_si512(mn, m4), top(4));
+  s->mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(mn, 4), m4), top(6));
+}
+
+// Byte lane r of 128-bit lane q of v, for r < 16, as int32 lanes.
+template <int Q>
+__attribute__((always_inline)) inline __m512i K4IlWiden(__m512i v) {
+  return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, Q));
+}
+template <int J>
+__attribute__((always_inline)) inline __m512i K4IlScale(const K4IlScales& s) {
+  return K4IlWiden<J % 4>(s.sc[J / 4]);
+}
+
+// acc += (d * y.d) * float(isum) - (dmin * y.d) * float(sum_j mn_j B_j): one super-block of one
+// activation row, `isum` its 16 rows' scaled sub-block sums; the mins against the activation's
+// 16-element sums, two per sub-block, by VPDPWSSD (each lane: mn_j as two int16).
+__attribute__((always_inline)) inline __m512 K4IlAdd(__m512 acc, __m512i isum, const quant::BlockQ8_K& y,
+                                                     const K4IlScales& s, const uint8_t* blk) {
+  __m512i m = _mm512_setzero_si512();
+  int32_t pairs[8];
+  std::memcpy(pairs, y.bsums, sizeof pairs);
+  auto add = [&](__m512i mn, int j) __attribute__((always_inline)) {
+    m = _mm512_dpwssd_epi32(m, _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)), _mm512_set1_epi32(pairs[j]));
+  };
+  add(K4IlWiden<0>(s.mn[0]), 0);
+  add(K4IlWiden<1>(s.mn[0]), 1);
+  add(K4IlWiden<2>(s.mn[0]), 2);
+  add(K4IlWiden<3>(s.mn[0]), 3);
+  add(K4IlWiden<0>(s.mn[1]), 4);
+  add(K4IlWiden<1>(s.mn[1]), 5);
+  add(K4IlWiden<2>(s.mn[1]), 6);
+  add(K4IlWiden<3>(s.mn[1]), 7);
+  const __m512 yd = _mm512_set1_ps(y.d);
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2272)));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, yd), acc);
+  return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, yd), acc);
 }
 
 // Calls f(std::integral_constant<int, na>) for 1 <= na <= kMax (na above kMax: kMax), so that a

@@ -185,7 +185,7 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
     }
     return false;
   };
-  // Q4_0 / Q5_0 / Q8_0 matrices whose rows come in whole groups of 16 go into the interleaved layout
+  // Q4_0 / Q5_0 / Q8_0 / Q4_K matrices whose rows come in whole groups of 16 go into the interleaved layout
   // when the kernels have it; experts stay row-major (a decode step reads single experts' rows).
   const kernels::KernelTable& k = kernels::Best();
   std::vector<Matrix*> todo;

@@ -55,6 +55,10 @@ struct BlockQ8_K { float d; int8_t qs[kQKK]; int16_t bsums[kQKK / 16]; };
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
+// The 6-bit scales sc[0..8) and mins mn[0..8) of a Q4_K / Q5_K super-block's 8 sub-blocks of
+// 32, from its 12 packed bytes.
+void UnpackScalesMinsK4(const uint8_t* packed, int* sc, int* mn);
+
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 

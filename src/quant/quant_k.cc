@@ -414,3 +414,7 @@ void QuantizeQ8_K(const float* src, void* dst, int64_t n) {
 }
 
 }  // namespace tandem::quant::internal
+
+namespace tandem::quant {
+void UnpackScalesMinsK4(const uint8_t* packed, int* sc, int* mn) { internal::UnpackScaleMinK4(packed, sc, mn); }
+}  // namespace tandem::quant
