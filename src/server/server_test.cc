@@ -331,7 +331,12 @@ TEST(ServerTest, TheApiKeyIsAskedOnEveryEndpointButThePageAndHealth) {
 
 TEST(ServerTest, AClientThatGoesAwayCancelsItsRequest) {
   if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
-  Running r;
+  // One slot, so the request may run to 900 tokens (with 4 it had 256 cells and, on a loaded
+  // machine, once finished for length before the server saw the client gone); 5 log-probabilities
+  // per event (some 400 bytes), so the stream cannot all sit in the sockets' buffers meanwhile.
+  engine::SchedulerOptions one_slot;
+  one_slot.n_slots = 1;
+  Running r({}, one_slot);
   ASSERT_NE(r.server, nullptr);
   // Read a few events of a long stream, then drop the connection.
   int chunks = 0;
@@ -341,7 +346,7 @@ TEST(ServerTest, AClientThatGoesAwayCancelsItsRequest) {
     q.method = "POST";
     q.path = "/v1/completions";
     q.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 900}, {"ignore_eos", true}, {"stream", true},
-                  {"temperature", 0}}.dump();
+                  {"temperature", 0}, {"logprobs", 5}}.dump();
     q.set_header("Content-Type", "application/json");
     q.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
     c2.send(q);
