@@ -75,7 +75,7 @@ class SealedLinkTest : public ::testing::Test {
     Result<model::Model> m = model::Model::Load(ModelFile());
     ASSERT_TRUE(m.ok());
     model_ = std::make_unique<model::Model>(std::move(*m));
-    // Every node copies its weights (the default), Q4_0 / Q8_0 ones into the interleaved layout:
+    // Every node copies its weights (the default), Q4_0 / Q5_0 / Q8_0 / Q4_K ones into the interleaved layout:
     // the single node does too, for the same arithmetic.
     ASSERT_TRUE(model_->CopyIntoMemory(0, model_->params().n_layer, true).ok());
     exec::LocalExecutor local(*model_, 32, 1, 512);

@@ -1,4 +1,4 @@
-// Interleaved weights: Q4_0, Q5_0 and Q8_0 matrices rearranged, 16 rows at a time, for the matrix
+// Interleaved weights: Q4_0, Q5_0, Q8_0 and Q4_K matrices rearranged, 16 rows at a time, for the matrix
 // kernels of CPUs with 512-bit integer dot products (VPDPBUSD). A row-major kernel computes one
 // weight row against several activation rows and pays, per 32-element block and activation row,
 // a horizontal sum and its own scale; with 16 rows side by side, one instruction multiplies 4

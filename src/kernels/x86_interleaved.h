@@ -1,4 +1,4 @@
-// The interleaved Q4_0 / Q5_0 / Q8_0 blocks (kernels/interleave.h) as 512-bit vectors, shared by
+// The interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K blocks (kernels/interleave.h) as 512-bit vectors, shared by
 // the VNNI kernels (x86_common.h) and the AMX ones (kernels_amx.cc), so that both unpack the same
 // bytes and apply one block's scales to its integer sums with the same float operations: a row
 // gets the same bits from either (batch invariance, see x86_common.h). Internal to src/kernels;

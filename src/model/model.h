@@ -93,7 +93,7 @@ class Model {
   // earlier call stay where they are, so calls for several ranges add up. Must not run while
   // anything reads the weights. `progress(done, total)` is called every few hundred MiB and at
   // the end; returning false cancels (Status kCancelled) and leaves the weights as they were.
-  // Q4_0, Q5_0 and Q8_0 matrices (not experts) are copied into the interleaved layout of
+  // Q4_0, Q5_0, Q8_0 and Q4_K matrices (not experts) are copied into the interleaved layout of
   // kernels/interleave.h when this CPU's kernels have it (same bytes, faster products).
   Status CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
                         const std::function<bool(uint64_t done, uint64_t total)>& progress = {});

@@ -71,8 +71,8 @@ TEST(PipelineTest, OneTwoThreeWorkersMatchTheSingleNodeExactly) {
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
     Result<model::Model> m = model::Model::Load(path);
     ASSERT_TRUE(m.ok());
-    // Every node copies its weights into memory (the default, --no-mmap), Q4_0 and Q8_0 ones into
-    // the interleaved layout: the single node does too, for the same arithmetic.
+    // Every node copies its weights into memory (the default, --no-mmap), Q4_0, Q5_0, Q8_0 and Q4_K
+    // ones into the interleaved layout: the single node does too, for the same arithmetic.
     ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
     std::vector<float> want_logits;
     std::vector<int32_t> want_tokens;
@@ -221,7 +221,7 @@ TEST(PipelineTest, SmallAndLargeMicroBatchesRunInOrder) {
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
   Result<model::Model> m = model::Model::Load(path);
   ASSERT_TRUE(m.ok());
-  // Every node copies its weights (the default), Q4_0 / Q8_0 ones into the interleaved layout:
+  // Every node copies its weights (the default), Q4_0 / Q5_0 / Q8_0 / Q4_K ones into the interleaved layout:
   // the single node does too, for the same arithmetic.
   ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
   std::vector<float> want_logits, got_logits;
@@ -315,7 +315,7 @@ TEST(PipelineTest, WorkerWithoutTheFileReceivesItsLayersOnceAndThenUsesTheCache)
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared models";
   Result<model::Model> m = model::Model::Load(path);
   ASSERT_TRUE(m.ok());
-  // Every node copies its weights (the default), Q4_0 / Q8_0 ones into the interleaved layout:
+  // Every node copies its weights (the default), Q4_0 / Q5_0 / Q8_0 / Q4_K ones into the interleaved layout:
   // the single node does too, for the same arithmetic.
   ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
   std::vector<float> want_logits;

@@ -142,7 +142,7 @@ class WeightsAttackTest : public ::testing::Test {
     Result<model::Model> loaded = model::Model::Load(path);
     ASSERT_TRUE(loaded.ok());
     m = std::make_unique<model::Model>(std::move(*loaded));
-    // Every node copies its weights (the default), Q4_0 / Q8_0 ones into the interleaved layout:
+    // Every node copies its weights (the default), Q4_0 / Q5_0 / Q8_0 / Q4_K ones into the interleaved layout:
     // the single node does too, for the same arithmetic.
     ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
     exec::LocalExecutor local(*m, 32, 1, 512);
