@@ -173,6 +173,8 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
     }
     x86::K4IlScales sm;
     x86::UnpackK4IlScales(blk, &sm);
+    x86::K4IlMins mins;
+    x86::K4IlMinPairs(sm, &mins);
     const uint8_t* y = act + i * sizeof(quant::BlockQ8_K);
     Q4KSubBlock<0>(unpacked[0], y, a_stride, sums[0]);
     Q4KSubBlock<1>(unpacked[1], y, a_stride, sums[1]);
@@ -198,7 +200,7 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
       }
       const quant::BlockQ8_K& yr =
           reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * a_stride)[i];
-      acc[r] = x86::K4IlAdd(acc[r], isum, yr, sm, blk);
+      acc[r] = x86::K4IlAdd(acc[r], isum, yr, mins, blk);
     }
   }
 #pragma GCC unroll 16

@@ -1208,6 +1208,8 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
     PrefetchAhead<1, kK4IlBytes - 2048>(blk + 2048 + 8192);  // the quants' lines are requested pair by pair below
     K4IlScales sm;
     UnpackK4IlScales(blk, &sm);
+    K4IlMins mins;
+    K4IlMinPairs(sm, &mins);
     __m512i isum[NA];
 #pragma GCC unroll 4
     for (int r = 0; r < NA; ++r) isum[r] = _mm512_setzero_si512();
@@ -1253,7 +1255,7 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < NA; ++r) acc[r] = K4IlAdd(acc[r], isum[r], Row<BlockQ8_K>(a, a_stride, r)[i], sm, blk);
+    for (int r = 0; r < NA; ++r) acc[r] = K4IlAdd(acc[r], isum[r], Row<BlockQ8_K>(a, a_stride, r)[i], mins, blk);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);

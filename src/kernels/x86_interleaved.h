@@ -109,25 +109,35 @@ __attribute__((always_inline)) inline __m512i K4IlScale(const K4IlScales& s) {
   return K4IlWiden<J % 4>(s.sc[J / 4]);
 }
 
+// A super-block's 16 rows' mins as VPDPWSSD operands, the same for every activation row, so made
+// once per super-block: p[j] lane r holds mn_j of row r in both 16-bit halves.
+struct K4IlMins {
+  __m512i p[8];
+};
+
+__attribute__((always_inline)) inline void K4IlMinPairs(const K4IlScales& s, K4IlMins* m) {
+  auto pair = [](__m512i mn) __attribute__((always_inline)) { return _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)); };
+  m->p[0] = pair(K4IlWiden<0>(s.mn[0]));
+  m->p[1] = pair(K4IlWiden<1>(s.mn[0]));
+  m->p[2] = pair(K4IlWiden<2>(s.mn[0]));
+  m->p[3] = pair(K4IlWiden<3>(s.mn[0]));
+  m->p[4] = pair(K4IlWiden<0>(s.mn[1]));
+  m->p[5] = pair(K4IlWiden<1>(s.mn[1]));
+  m->p[6] = pair(K4IlWiden<2>(s.mn[1]));
+  m->p[7] = pair(K4IlWiden<3>(s.mn[1]));
+}
+
 // acc += (d * y.d) * float(isum) - (dmin * y.d) * float(sum_j mn_j B_j): one super-block of one
 // activation row, `isum` its 16 rows' scaled sub-block sums; the mins against the activation's
-// 16-element sums, two per sub-block, by VPDPWSSD (each lane: mn_j as two int16).
+// 16-element sums, two per sub-block, by VPDPWSSD (each lane: mn_j as two int16), the sums
+// broadcast from memory (a broadcast from a general register costs a vector uop each).
 __attribute__((always_inline)) inline __m512 K4IlAdd(__m512 acc, __m512i isum, const quant::BlockQ8_K& y,
-                                                     const K4IlScales& s, const uint8_t* blk) {
+                                                     const K4IlMins& mins, const uint8_t* blk) {
   __m512i m = _mm512_setzero_si512();
-  int32_t pairs[8];
-  std::memcpy(pairs, y.bsums, sizeof pairs);
-  auto add = [&](__m512i mn, int j) __attribute__((always_inline)) {
-    m = _mm512_dpwssd_epi32(m, _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)), _mm512_set1_epi32(pairs[j]));
-  };
-  add(K4IlWiden<0>(s.mn[0]), 0);
-  add(K4IlWiden<1>(s.mn[0]), 1);
-  add(K4IlWiden<2>(s.mn[0]), 2);
-  add(K4IlWiden<3>(s.mn[0]), 3);
-  add(K4IlWiden<0>(s.mn[1]), 4);
-  add(K4IlWiden<1>(s.mn[1]), 5);
-  add(K4IlWiden<2>(s.mn[1]), 6);
-  add(K4IlWiden<3>(s.mn[1]), 7);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    m = _mm512_dpwssd_epi32(m, mins.p[j], _mm512_broadcastd_epi32(_mm_loadu_si32(y.bsums + 2 * j)));
+  }
   const __m512 yd = _mm512_set1_ps(y.d);
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
   const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2272)));
