@@ -104,53 +104,90 @@ void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype,
   });
 }
 
+namespace {
+
+// How a job's activation row is quantized: the format and its quantizer.
+struct ActFormat {
+  TensorType type;
+  bool q8s;  // the interleaved kernels' Q8S (reported as kQ8_0)
+  size_t bytes;
+  quant::QuantizeRowFn quantize;
+  bool operator==(const ActFormat& o) const { return type == o.type && q8s == o.q8s; }
+};
+
+ActFormat FormatOf(const KernelTable& k, const MatVecJob& job) {
+  if (job.interleaved) {
+    const TensorType t = InterleavedActType(job.wtype);
+    const bool q8s = t != TensorType::kQ8_K;
+    return {t, q8s, InterleavedActRowBytes(job.wtype, job.cols),
+            q8s ? k.quantize_q8s : k.quantize_act[static_cast<uint32_t>(t)]};
+  }
+  const TensorType t = k.of(job.wtype).act_type;
+  return {t, false, quant::RowBytes(t, job.cols), k.quantize_act[static_cast<uint32_t>(t)]};
+}
+
+}  // namespace
+
 void MatVecBatch(const KernelTable& k, ThreadPool& pool, std::span<const MatVecJob> jobs, Scratch& scratch) {
   if (jobs.empty()) return;
-  // Activations: one slot per job, shared with the previous job when its x and format are the same.
-  size_t need = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && k.of(jobs[j].wtype).act_type == k.of(jobs[j - 1].wtype).act_type;
-    if (!shared) need += quant::RowBytes(k.of(jobs[j].wtype).act_type, jobs[j].cols);
-  }
-  if (scratch.act.size() < need) scratch.act.resize(need);
-  // Offsets and the first global row of each job, kept on the stack for small batches.
   constexpr size_t kMaxJobs = 64;
-  size_t act_at[kMaxJobs];
-  int64_t first_row[kMaxJobs + 1];
   if (jobs.size() > kMaxJobs) {
     for (size_t j0 = 0; j0 < jobs.size(); j0 += kMaxJobs) {
       MatVecBatch(k, pool, jobs.subspan(j0, std::min(kMaxJobs, jobs.size() - j0)), scratch);
     }
     return;
   }
+  // Activations: one slot per job, shared with the previous job when its x and format are the same.
+  ActFormat format[kMaxJobs];
+  size_t need = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    format[j] = FormatOf(k, jobs[j]);
+    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && format[j] == format[j - 1];
+    if (!shared) need += format[j].bytes;
+  }
+  if (scratch.act.size() < need) scratch.act.resize(need);
+  // Offsets and the first global row of each job, kept on the stack. Every job starts at a
+  // multiple of the granule (its rows rounded up; the padding rows are skipped), so an interleaved
+  // job's groups of 16 are never split between threads.
+  size_t act_at[kMaxJobs];
+  int64_t first_row[kMaxJobs + 1];
   size_t at = 0;
   first_row[0] = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    const TensorType act = k.of(jobs[j].wtype).act_type;
-    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && act == k.of(jobs[j - 1].wtype).act_type;
+    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && format[j] == format[j - 1];
     if (shared) {
       act_at[j] = act_at[j - 1];
     } else {
       act_at[j] = at;
-      k.quantize_act[static_cast<uint32_t>(act)](jobs[j].x, scratch.act.data() + at, jobs[j].cols);
-      at += quant::RowBytes(act, jobs[j].cols);
+      format[j].quantize(jobs[j].x, scratch.act.data() + at, jobs[j].cols);
+      at += format[j].bytes;
     }
-    first_row[j + 1] = first_row[j] + jobs[j].rows;
+    first_row[j + 1] = first_row[j] + (jobs[j].rows + kRowGranule - 1) / kRowGranule * kRowGranule;
   }
+  static_assert(kRowGranule % kInterleaveRows == 0);
   const uint8_t* a = scratch.act.data();
   pool.ParallelFor(first_row[jobs.size()], kRowGranule, [&](int64_t begin, int64_t end) {
     size_t j = static_cast<size_t>(std::upper_bound(first_row, first_row + jobs.size() + 1, begin) - first_row) - 1;
     for (int64_t g = begin; g < end;) {
       while (g >= first_row[j + 1]) ++j;
       const MatVecJob& job = jobs[j];
-      const quant::VecDotFn dot = k.of(job.wtype).vec_dot;
       const size_t row_bytes = quant::RowBytes(job.wtype, job.cols);
       const uint8_t* wb = static_cast<const uint8_t*>(job.w);
-      const int64_t stop = std::min(end, first_row[j + 1]);
-      for (; g < stop; ++g) {
-        const int64_t i = g - first_row[j];
-        job.y[i] = dot(job.cols, wb + i * row_bytes, a + act_at[j]);
+      const int64_t stop = std::min({end, first_row[j + 1], first_row[j] + job.rows});
+      if (job.interleaved) {
+        const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(job.wtype)];
+        for (; g < stop; g += kInterleaveRows) {
+          const int64_t i = g - first_row[j];
+          gemm(job.cols, wb + i * row_bytes, a + act_at[j], format[j].bytes, 1, job.y + i, kInterleaveRows);
+        }
+      } else {
+        const quant::VecDotFn dot = k.of(job.wtype).vec_dot;
+        for (; g < stop; ++g) {
+          const int64_t i = g - first_row[j];
+          job.y[i] = dot(job.cols, wb + i * row_bytes, a + act_at[j]);
+        }
       }
+      g = std::max(g, std::min(end, first_row[j + 1]));  // past the padding rows
     }
   });
 }

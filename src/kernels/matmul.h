@@ -49,6 +49,9 @@ struct MatVecJob {
   int64_t rows = 0, cols = 0;
   const float* x = nullptr;
   float* y = nullptr;
+  // w is in the interleaved layout (kernels/interleave.h). REQUIRES then: rows % 16 == 0 and the
+  // table has gemm_interleaved for wtype (and its activation quantizer).
+  bool interleaved = false;
 };
 
 // Every job of `jobs` in one pass of the pool, the rows of all of them split among the threads:

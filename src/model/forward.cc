@@ -416,14 +416,14 @@ void Context::MixtureOfExperts(const LayerWeights& w, int64_t n, float* out) {
     kernels::MatVecJob* jobs = expert_jobs_.data();
     for (int64_t j = 0; j < k; ++j) {
       const Matrix g = w.gate_exps.Expert(chosen_e_[j]), u = w.up_exps.Expert(chosen_e_[j]);
-      jobs[2 * j] = {g.type, g.data, g.rows, g.cols, xn_.data(), &gate_[j * F]};
-      jobs[2 * j + 1] = {u.type, u.data, u.rows, u.cols, xn_.data(), &up_[j * F]};
+      jobs[2 * j] = {g.type, g.data, g.rows, g.cols, xn_.data(), &gate_[j * F], g.interleaved};
+      jobs[2 * j + 1] = {u.type, u.data, u.rows, u.cols, xn_.data(), &up_[j * F], u.interleaved};
     }
     kernels::MatVecBatch(k_, pool_, std::span(jobs, 2 * k), scratch_);
     k_.f.silu_mul(gate_.data(), up_.data(), gate_.data(), k * F);
     for (int64_t j = 0; j < k; ++j) {
       const Matrix d = w.down_exps.Expert(chosen_e_[j]);
-      jobs[j] = {d.type, d.data, d.rows, d.cols, &gate_[j * F], &ye_[j * E]};
+      jobs[j] = {d.type, d.data, d.rows, d.cols, &gate_[j * F], &ye_[j * E], d.interleaved};
     }
     kernels::MatVecBatch(k_, pool_, std::span(jobs, k), scratch_);
     // Summed by expert id, as the batch path below sums them: a token gets the same bits alone

@@ -186,26 +186,29 @@ Status Model::CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
     return false;
   };
   // Q4_0 / Q5_0 / Q8_0 / Q4_K matrices whose rows come in whole groups of 16 go into the interleaved layout
-  // when the kernels have it; experts stay row-major (a decode step reads single experts' rows).
+  // when the kernels have it; so do experts whose rows do (each expert is then interleaved on its own,
+  // and a decode step reads a chosen expert's groups with the one-row interleaved kernel).
   const kernels::KernelTable& k = kernels::Best();
   std::vector<Matrix*> todo;
   std::vector<bool> interleaved;
-  auto add = [&](Matrix* m, bool expert) {
+  auto add = [&](Matrix* m, int64_t row_unit) {
     if (m->data == nullptr || resident(m->data)) return;
     todo.push_back(m);
-    interleaved.push_back(!expert && kernels::HasInterleavedLayout(m->type) &&
+    interleaved.push_back(kernels::HasInterleavedLayout(m->type) &&
                           k.gemm_interleaved[static_cast<uint32_t>(m->type)] != nullptr &&
-                          m->rows % kernels::kInterleaveRows == 0);
+                          row_unit % kernels::kInterleaveRows == 0);
   };
   for (int64_t l = layer_begin; l < layer_end; ++l) {
     LayerWeights& w = layers[l];
     for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down, &w.router, &w.gate_shexp, &w.up_shexp,
                       &w.down_shexp}) {
-      add(m, false);
+      add(m, m->rows);
     }
-    for (Matrix* m : {&w.gate_exps.all, &w.up_exps.all, &w.down_exps.all}) add(m, true);
+    for (ExpertMatrices* e : {&w.gate_exps, &w.up_exps, &w.down_exps}) {
+      if (e->n_expert > 0) add(&e->all, e->all.rows / e->n_expert);
+    }
   }
-  if (head) add(&output, false);
+  if (head) add(&output, output.rows);
   if (todo.empty()) return Status::Ok();
   constexpr size_t kAlign = 64;
   auto bytes_of = [](const Matrix& m) { return quant::RowBytes(m.type, m.cols) * static_cast<size_t>(m.rows); };

@@ -38,7 +38,9 @@ struct ExpertMatrices {
   Matrix Expert(int64_t e) const {
     const int64_t rows = all.rows / n_expert;
     const size_t bytes = quant::RowBytes(all.type, all.cols) * static_cast<size_t>(rows);
-    return Matrix{all.type, static_cast<const uint8_t*>(all.data) + bytes * e, rows, all.cols};
+    // Interleaved: each expert's rows are whole groups of 16 (CopyIntoMemory checks), so an
+    // expert starts at a group and is itself an interleaved matrix.
+    return Matrix{all.type, static_cast<const uint8_t*>(all.data) + bytes * e, rows, all.cols, all.interleaved};
   }
 };
 
@@ -93,8 +95,9 @@ class Model {
   // earlier call stay where they are, so calls for several ranges add up. Must not run while
   // anything reads the weights. `progress(done, total)` is called every few hundred MiB and at
   // the end; returning false cancels (Status kCancelled) and leaves the weights as they were.
-  // Q4_0, Q5_0, Q8_0 and Q4_K matrices (not experts) are copied into the interleaved layout of
-  // kernels/interleave.h when this CPU's kernels have it (same bytes, faster products).
+  // Q4_0, Q5_0, Q8_0 and Q4_K matrices (experts too, when an expert's rows come in groups of 16)
+  // are copied into the interleaved layout of kernels/interleave.h when this CPU's kernels have it
+  // (same bytes, faster products).
   Status CopyIntoMemory(int64_t layer_begin, int64_t layer_end, bool head,
                         const std::function<bool(uint64_t done, uint64_t total)>& progress = {});
   // Bytes CopyIntoMemory copied (0 when the weights are used from the map).
