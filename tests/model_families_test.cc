@@ -17,6 +17,7 @@
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "kernels/kernels.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/quant.h"
@@ -392,10 +393,13 @@ TEST(ModelFamiliesTest, AQwen2MoeWithASharedExpertEqualsTheDenseModel) {
 // greedy speculative verification and a server's batches need): with 8 experts per token the
 // order in which their outputs are summed matters, and the decode step sums them by expert id as
 // the batch path does. (The shared tiny qwen3moe uses 2 experts, whose sum is the same either way.)
+// F32 from the map, where the order shows in the last bits (quantized activations would round it
+// away before the next matrix); and Q4_K_M copied into memory, where the experts are interleaved
+// (where the kernels have that layout) and a decode step's chosen experts go through MatVecBatch's
+// one-row kernel while the batch's go through the multi-row one.
 TEST(ModelFamiliesTest, MoEDecodeStepsEqualTheSameRowsInABatchToTheBit) {
   std::optional<synth::ModelShape> shape = synth::FindShape("qwen3-30b-a3b");
   ASSERT_TRUE(shape.has_value());
-  // Small, and F32: quantized activations would round the last bits away before the next matrix.
   shape->n_layer = 2;
   shape->n_vocab = 512;
   shape->n_embd = 256;
@@ -403,31 +407,42 @@ TEST(ModelFamiliesTest, MoEDecodeStepsEqualTheSameRowsInABatchToTheBit) {
   shape->n_head_kv = 2;
   shape->head_dim = 64;
   shape->n_expert = 16;
-  shape->n_ff_exp = 64;
   ASSERT_GE(shape->n_expert_used, 3u);
-  const std::string path = ::testing::TempDir() + "tandem_moe_order_" + std::to_string(getpid()) + ".gguf";
-  ASSERT_TRUE(synth::MakeModel({*shape, synth::FileType::kF32, 3}, path).ok());
-  Result<model::Model> m = model::Model::Load(path);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  const int64_t V = m->params().n_vocab;
-  model::Context alone(*m, 64, 2), batched(*m, 64, 2);
-  model::Batch b;
-  for (int i = 0; i < 9; ++i) b.Add(i * 37 % 500 + 3, i, 0, i == 8);
-  ASSERT_TRUE(alone.Decode(b).ok());
-  ASSERT_TRUE(batched.Decode(b).ok());
-  std::vector<float> one_at_a_time;
-  for (int i = 9; i < 17; ++i) {
-    model::Batch step;
-    step.Add(i * 53 % 500 + 3, i, 0, true);
-    ASSERT_TRUE(alone.Decode(step).ok());
-    one_at_a_time.insert(one_at_a_time.end(), alone.logits(), alone.logits() + V);
+  for (synth::FileType type : {synth::FileType::kF32, synth::FileType::kQ4_K_M}) {
+    const bool copied = type != synth::FileType::kF32;
+    shape->n_ff_exp = copied ? 256 : 64;  // Q4_K rows are whole 256-element super-blocks
+    const std::string path = ::testing::TempDir() + "tandem_moe_order_" + std::to_string(getpid()) + ".gguf";
+    ASSERT_TRUE(synth::MakeModel({*shape, type, 3}, path).ok());
+    Result<model::Model> m = model::Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    if (copied) {
+      ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
+      const model::Matrix& gate = m->layers[0].gate_exps.all;
+      const kernels::KernelTable& k = kernels::Best();
+      EXPECT_EQ(gate.interleaved, k.gemm_interleaved[static_cast<uint32_t>(gate.type)] != nullptr)
+          << gguf::TensorTypeName(gate.type);
+    }
+    const int64_t V = m->params().n_vocab;
+    model::Context alone(*m, 64, 2), batched(*m, 64, 2);
+    model::Batch b;
+    for (int i = 0; i < 9; ++i) b.Add(i * 37 % 500 + 3, i, 0, i == 8);
+    ASSERT_TRUE(alone.Decode(b).ok());
+    ASSERT_TRUE(batched.Decode(b).ok());
+    std::vector<float> one_at_a_time;
+    for (int i = 9; i < 17; ++i) {
+      model::Batch step;
+      step.Add(i * 53 % 500 + 3, i, 0, true);
+      ASSERT_TRUE(alone.Decode(step).ok());
+      one_at_a_time.insert(one_at_a_time.end(), alone.logits(), alone.logits() + V);
+    }
+    model::Batch eight;
+    for (int i = 9; i < 17; ++i) eight.Add(i * 53 % 500 + 3, i, 0, true);
+    ASSERT_TRUE(batched.Decode(eight).ok());
+    ASSERT_EQ(batched.n_logits(), 8);
+    EXPECT_EQ(std::memcmp(batched.logits(), one_at_a_time.data(), one_at_a_time.size() * sizeof(float)), 0)
+        << synth::FileTypeName(type);
+    std::remove(path.c_str());
   }
-  model::Batch eight;
-  for (int i = 9; i < 17; ++i) eight.Add(i * 53 % 500 + 3, i, 0, true);
-  ASSERT_TRUE(batched.Decode(eight).ok());
-  ASSERT_EQ(batched.n_logits(), 8);
-  EXPECT_EQ(std::memcmp(batched.logits(), one_at_a_time.data(), one_at_a_time.size() * sizeof(float)), 0);
-  std::remove(path.c_str());
 }
 
 // make-model's new shapes carry every tensor and key the engine reads: shallow copies (fewer
