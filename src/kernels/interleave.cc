@@ -12,13 +12,18 @@ using quant::BlockQ8_0;
 using quant::TensorType;
 
 bool HasInterleavedLayout(TensorType t) {
-  return t == TensorType::kQ4_0 || t == TensorType::kQ5_0 || t == TensorType::kQ8_0 || t == TensorType::kQ4_K;
+  return t == TensorType::kQ4_0 || t == TensorType::kQ5_0 || t == TensorType::kQ8_0 || t == TensorType::kQ4_K ||
+         t == TensorType::kQ6_K;
 }
 
-TensorType InterleavedActType(TensorType t) { return t == TensorType::kQ4_K ? TensorType::kQ8_K : TensorType::kQ8_0; }
+namespace {
+bool KQuant(TensorType t) { return t == TensorType::kQ4_K || t == TensorType::kQ6_K; }
+}  // namespace
+
+TensorType InterleavedActType(TensorType t) { return KQuant(t) ? TensorType::kQ8_K : TensorType::kQ8_0; }
 
 size_t InterleavedActRowBytes(TensorType t, int64_t cols) {
-  return t == TensorType::kQ4_K ? quant::RowBytes(TensorType::kQ8_K, cols)
+  return KQuant(t) ? quant::RowBytes(TensorType::kQ8_K, cols)
                                 : sizeof(BlockQ8S) * static_cast<size_t>(cols / quant::kQK);
 }
 
@@ -27,6 +32,7 @@ size_t InterleavedBlockBytes(TensorType t) {
     case TensorType::kQ4_0: return kInterleaveRows * sizeof(BlockQ4_0);
     case TensorType::kQ5_0: return kInterleaveRows * sizeof(BlockQ5_0);
     case TensorType::kQ4_K: return kInterleaveRows * sizeof(quant::BlockQ4_K);
+    case TensorType::kQ6_K: return kInterleaveRows * sizeof(quant::BlockQ6_K);
     default: return kInterleaveRows * sizeof(BlockQ8_0);
   }
 }
@@ -102,11 +108,93 @@ void GemmQ4KReference(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_st
   }
 }
 
+// Offsets in an interleaved Q6_K super-block (interleave.h).
+constexpr size_t kK6High = 2048, kK6Sc = 3072, kK6D = 3328;
+
+// The stored six-bit value of element e of a Q6_K super-block (GGUF layout: the low 4 bits at
+// ql[64 (e / 128) + e % 64], low nibble if e % 128 < 64; the top 2 at qh[32 (e / 128) + e % 32]
+// >> 2 ((e % 128) / 32)).
+int SixBits(const quant::BlockQ6_K& b, int e) {
+  const int n = e / 128, m = e % 128;
+  const uint8_t lo = b.ql[64 * n + m % 64];
+  return (m < 64 ? lo & 15 : lo >> 4) | ((b.qh[32 * n + m % 32] >> (2 * (m / 32))) & 3) << 4;
+}
+
+// Element of pair p, chunk c, lane byte k: low nibble (hi = false) or high nibble.
+int K6Element(int p, int c, int k, bool hi) { return 64 * p + (hi ? 32 : 0) + 4 * c + k; }
+
+void InterleaveQ6K(const uint8_t* s, uint8_t* d, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / quant::kQKK;
+  const size_t row_bytes = quant::RowBytes(TensorType::kQ6_K, cols);
+  for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
+    uint8_t* group = d + static_cast<size_t>(g) * kInterleaveRows * row_bytes;
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* out = group + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ6_K);
+      std::memset(out, 0, InterleavedBlockBytes(TensorType::kQ6_K));
+      for (int r = 0; r < kInterleaveRows; ++r) {
+        const auto& b = reinterpret_cast<const quant::BlockQ6_K*>(s + (g * kInterleaveRows + r) * row_bytes)[i];
+        for (int p = 0; p < 4; ++p) {
+          for (int c = 0; c < 8; ++c) {
+            for (int k = 0; k < 4; ++k) {
+              const int lo = SixBits(b, K6Element(p, c, k, false)), hi = SixBits(b, K6Element(p, c, k, true));
+              out[512 * p + 64 * c + 4 * r + k] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
+              const int shift = c < 4 ? 0 : 2;  // bits 0-1 / 4-5 for c < 4, 2-3 / 6-7 for c >= 4
+              out[kK6High + 256 * p + 64 * (c % 4) + 4 * r + k] |=
+                  static_cast<uint8_t>((lo >> 4) << shift | (hi >> 4) << (shift + 4));
+            }
+          }
+        }
+        for (int j = 0; j < 16; ++j) out[kK6Sc + 16 * j + r] = static_cast<uint8_t>(b.scales[j]);
+        std::memcpy(out + kK6D + 2 * r, &b.d, 2);
+      }
+    }
+  }
+}
+
+// Interleaved Q6_K against Q8_K activations, as interleave.h defines it.
+void GemmQ6KReference(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, int na, float* out,
+                      int64_t ldo) {
+  for (int ar = 0; ar < na; ++ar) {
+    const auto* y = reinterpret_cast<const quant::BlockQ8_K*>(a + ar * a_stride);
+    for (int r = 0; r < kInterleaveRows; ++r) {
+      float acc = 0;
+      for (int64_t i = 0; i < n / quant::kQKK; ++i) {
+        const uint8_t* blk = w + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ6_K);
+        int32_t s[16] = {};
+        for (int p = 0; p < 4; ++p) {
+          for (int c = 0; c < 8; ++c) {
+            for (int k = 0; k < 4; ++k) {
+              const uint8_t v = blk[512 * p + 64 * c + 4 * r + k];
+              const uint8_t h = blk[kK6High + 256 * p + 64 * (c % 4) + 4 * r + k];
+              const int shift = c < 4 ? 0 : 2;
+              const int lo = (v & 15) | ((h >> shift) & 3) << 4, hi = (v >> 4) | ((h >> (shift + 4)) & 3) << 4;
+              const int e0 = K6Element(p, c, k, false), e1 = K6Element(p, c, k, true);
+              s[e0 / 16] += lo * y[i].qs[e0];
+              s[e1 / 16] += hi * y[i].qs[e1];
+            }
+          }
+        }
+        int32_t isum = 0;
+        for (int j = 0; j < 16; ++j) {
+          isum += static_cast<int8_t>(blk[kK6Sc + 16 * j + r]) * (s[j] - 32 * y[i].bsums[j]);
+        }
+        uint16_t dh;
+        std::memcpy(&dh, blk + kK6D + 2 * r, 2);
+        acc = std::fma(static_cast<float>(isum), quant::Fp16ToFp32(dh) * y[i].d, acc);
+      }
+      out[ar * ldo + r] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 void Interleave(TensorType t, const void* src, void* dst, int64_t rows, int64_t cols) {
   if (t == TensorType::kQ4_K) {
     return InterleaveQ4K(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, cols);
+  }
+  if (t == TensorType::kQ6_K) {
+    return InterleaveQ6K(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, cols);
   }
   const int64_t nb = cols / quant::kQK;
   const size_t row_bytes = quant::RowBytes(t, cols), block_bytes = InterleavedBlockBytes(t);
@@ -178,6 +266,9 @@ void GemmInterleavedReference(TensorType t, int64_t n, const void* w, const void
                               float* out, int64_t ldo) {
   if (t == TensorType::kQ4_K) {
     return GemmQ4KReference(n, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a), a_stride, na, out, ldo);
+  }
+  if (t == TensorType::kQ6_K) {
+    return GemmQ6KReference(n, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a), a_stride, na, out, ldo);
   }
   const bool nibbles = t != TensorType::kQ8_0, five = t == TensorType::kQ5_0;
   const int chunks = Chunks(t);

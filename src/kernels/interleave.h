@@ -1,4 +1,4 @@
-// Interleaved weights: Q4_0, Q5_0, Q8_0 and Q4_K matrices rearranged, 16 rows at a time, for the matrix
+// Interleaved weights: Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices rearranged, 16 rows at a time, for the matrix
 // kernels of CPUs with 512-bit integer dot products (VPDPBUSD). A row-major kernel computes one
 // weight row against several activation rows and pays, per 32-element block and activation row,
 // a horizontal sum and its own scale; with 16 rows side by side, one instruction multiplies 4
@@ -32,6 +32,18 @@
 //         (d * y.d) * float(sum_j sc_j S_j) - (dmin * y.d) * float(sum_j mn_j B_j), each product
 //         of floats rounded as a fused multiply-add rounds it.
 //
+//   Q6_K, 3360 bytes per super-block (16 x 210), elements e = 0..255 with the stored six-bit
+//         value u (0..63, the weight d * sc[e / 16] * (u - 32)): the low 4 bits of elements 64p ..
+//         64p + 63 (p = 0..3) in 8 chunks at 512p + 64c, lane r = row r's elements 64p + 4c .. +3
+//         (low nibbles) and 64p + 32 + 4c .. +3 (high nibbles), as Q4_K's nibbles; then the top 2
+//         bits in 4 chunks per p at 2048 + 256p + 64h, byte 4r + k holding those of the elements
+//         of nibble chunk c = h (bits 0-1 low nibble, 4-5 high nibble) and c = h + 4 (bits 2-3
+//         low, 6-7 high), element k of their lanes; then the int8 scales transposed: sc[j] of row
+//         r at 3072 + 16j + r; then the 16 rows' d (f16) at 3328.
+//         Its activations are Q8_K: super-block i of row r contributes (d * y.d) * float(sum_j
+//         sc_j (S_j - 32 B_j)), S_j the integer dot of the 16 stored values of group j with their
+//         quants and B_j their sum (bsums[j]), rounded as a fused multiply-add rounds it.
+//
 // Thread safety: pure functions.
 #pragma once
 
@@ -52,9 +64,9 @@ struct BlockQ8S {
 };
 static_assert(sizeof(BlockQ8S) == 40);
 
-// Whether `t` has an interleaved layout (Q4_0, Q5_0, Q8_0, Q4_K).
+// Whether `t` has an interleaved layout (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K).
 bool HasInterleavedLayout(quant::TensorType t);
-// The activation format of interleaved `t`: Q8_K for Q4_K, else Q8S (reported as kQ8_0, whose
+// The activation format of interleaved `t`: Q8_K for Q4_K and Q6_K, else Q8S (reported as kQ8_0, whose
 // blocks Q8S extends).
 quant::TensorType InterleavedActType(quant::TensorType t);
 // Bytes of one activation row of `cols` elements for interleaved `t`.

@@ -403,16 +403,17 @@ TEST(KernelsTest, ScalarRopeRotatesTheDocumentedPairs) {
 namespace tandem::kernels {
 namespace {
 
-// Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K: the layout is the file's rows rearranged (the reference gemm
-// over it equals the reference dot of each row, up to float rounding), every table's kernel equals
-// the reference gemm (Q4_K: to the bit), and a row's result is the same to the bit for every
+// Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K: the layout is the file's rows rearranged (the reference
+// gemm over it equals the reference dot of each row, up to float rounding), every table's kernel
+// equals the reference gemm (Q4_K and Q6_K: to the bit), and a row's result is the same to the bit for every
 // number of activation rows.
 TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
   const int64_t rows = 32, n = 512;
   constexpr int kRows = 16;  // the most activation rows any table's call takes (AMX: a tile's)
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K}) {
+  for (TensorType type :
+       {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)));
-    const bool k4 = type == TensorType::kQ4_K;
+    const bool k4 = type == TensorType::kQ4_K || type == TensorType::kQ6_K;  // K-quants: Q8_K activations
     const quant::TypeOps& ref = *quant::ReferenceOps(type);
     const size_t row_bytes = quant::RowBytes(type, n);
     std::vector<uint8_t> w(row_bytes * rows), wi(row_bytes * rows);
@@ -423,8 +424,8 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       wf.insert(wf.end(), v.begin(), v.end());
     }
     Interleave(type, w.data(), wi.data(), rows, n);
-    // Activations in the interleaved kernels' format (Q8S; Q4_K: Q8_K) and in the row dot's
-    // (Q8_0; Q4_K: Q8_K).
+    // Activations in the interleaved kernels' format (Q8S; K-quants: Q8_K) and in the row dot's
+    // (Q8_0; K-quants: Q8_K).
     const TensorType row_act = k4 ? TensorType::kQ8_K : TensorType::kQ8_0;
     const size_t s_stride = InterleavedActRowBytes(type, n), q_stride = quant::RowBytes(row_act, n);
     std::vector<uint8_t> as(s_stride * kRows), aq(q_stride * kRows);
@@ -524,7 +525,8 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   ThreadPool pool(2);
   Scratch scratch;
   const int64_t rows = 96, tokens = 21;  // more than one call's rows on every table
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K})
+  for (TensorType type :
+       {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K})
   for (int64_t n : {256, 512, 768}) {
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " n=" + std::to_string(n));
     const size_t row_bytes = quant::RowBytes(type, n);

@@ -137,12 +137,12 @@ void MatVecBatch(const KernelTable& k, ThreadPool& pool, std::span<const MatVecJ
     }
     return;
   }
-  // Activations: one slot per job, shared with the previous job when its x and format are the same.
+  // Activations: one slot per job, shared with the previous job when its x, length and format are the same.
   ActFormat format[kMaxJobs];
   size_t need = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     format[j] = FormatOf(k, jobs[j]);
-    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && format[j] == format[j - 1];
+    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && jobs[j].cols == jobs[j - 1].cols && format[j] == format[j - 1];
     if (!shared) need += format[j].bytes;
   }
   if (scratch.act.size() < need) scratch.act.resize(need);
@@ -154,7 +154,7 @@ void MatVecBatch(const KernelTable& k, ThreadPool& pool, std::span<const MatVecJ
   size_t at = 0;
   first_row[0] = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && format[j] == format[j - 1];
+    const bool shared = j > 0 && jobs[j].x == jobs[j - 1].x && jobs[j].cols == jobs[j - 1].cols && format[j] == format[j - 1];
     if (shared) {
       act_at[j] = act_at[j - 1];
     } else {

@@ -81,7 +81,8 @@ TEST(MatMulTest, MatVecBatchEqualsOneMatVecPerJob) {
                                    {TensorType::kQ6_K, 7, 256, 1},  {TensorType::kQ8_0, 64, 512, 2},
                                    {TensorType::kF16, 5, 64, 3},    {TensorType::kQ4_0, 19, 512, 2},
                                    {TensorType::kQ4_0, 48, 512, 2, true}, {TensorType::kQ4_K, 32, 512, 0, true},
-                                   {TensorType::kQ4_K, 16, 512, 0, true}, {TensorType::kQ6_K, 9, 256, 1}};
+                                   {TensorType::kQ4_K, 16, 512, 0, true}, {TensorType::kQ6_K, 9, 256, 1},
+                                   {TensorType::kQ6_K, 32, 256, 1, true}};
   std::vector<std::vector<uint8_t>> weights;
   std::vector<std::vector<float>> inputs(4);
   for (auto& x : inputs) {
