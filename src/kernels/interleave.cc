@@ -42,70 +42,90 @@ namespace {
 // The chunks of 64 quant bytes a block of the type has (the masks and scales follow them).
 int Chunks(TensorType t) { return t == TensorType::kQ8_0 ? 8 : 4; }
 
-// Offsets in an interleaved Q4_K super-block (interleave.h).
-constexpr size_t kK4ScLow = 2048, kK4MnLow = 2112, kK4High = 2176, kK4D = 2240, kK4Dmin = 2272;
-
-void InterleaveQ4K(const uint8_t* s, uint8_t* d, int64_t rows, int64_t cols) {
+// The loops of a K-quant's interleaving: for each 16-row group's super-block i, its interleaved
+// bytes `out` (zeroed) are filled row by row: fill(out, r, row r's super-block i).
+template <typename Block, typename Fill>
+void InterleaveK(TensorType t, const uint8_t* s, uint8_t* d, int64_t rows, int64_t cols, Fill&& fill) {
   const int64_t nb = cols / quant::kQKK;
-  const size_t row_bytes = quant::RowBytes(TensorType::kQ4_K, cols);
+  const size_t row_bytes = quant::RowBytes(t, cols), block_bytes = InterleavedBlockBytes(t);
   for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
     uint8_t* group = d + static_cast<size_t>(g) * kInterleaveRows * row_bytes;
     for (int64_t i = 0; i < nb; ++i) {
-      uint8_t* out = group + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ4_K);
+      uint8_t* out = group + static_cast<size_t>(i) * block_bytes;
+      std::memset(out, 0, block_bytes);
       for (int r = 0; r < kInterleaveRows; ++r) {
-        const auto& b = reinterpret_cast<const quant::BlockQ4_K*>(s + (g * kInterleaveRows + r) * row_bytes)[i];
-        for (int p = 0; p < 4; ++p) {
-          for (int c = 0; c < 8; ++c) std::memcpy(out + 512 * p + 64 * c + 4 * r, b.qs + 32 * p + 4 * c, 4);
-        }
-        int sc[8], mn[8];
-        quant::UnpackScalesMinsK4(b.scales, sc, mn);
-        for (int q = 0; q < 4; ++q) {
-          out[kK4ScLow + 16 * q + r] = static_cast<uint8_t>((sc[q] & 15) | (sc[q + 4] & 15) << 4);
-          out[kK4MnLow + 16 * q + r] = static_cast<uint8_t>((mn[q] & 15) | (mn[q + 4] & 15) << 4);
-          out[kK4High + 16 * q + r] =
-              static_cast<uint8_t>(sc[q] >> 4 | (sc[q + 4] >> 4) << 2 | (mn[q] >> 4) << 4 | (mn[q + 4] >> 4) << 6);
-        }
-        std::memcpy(out + kK4D + 2 * r, &b.d, 2);
-        std::memcpy(out + kK4Dmin + 2 * r, &b.dmin, 2);
+        fill(out, r, reinterpret_cast<const Block*>(s + (g * kInterleaveRows + r) * row_bytes)[i]);
       }
     }
   }
 }
 
-// Interleaved Q4_K against Q8_K activations, as interleave.h defines it.
-void GemmQ4KReference(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, int na, float* out,
-                      int64_t ldo) {
+// The loops of a K-quant's reference gemm against Q8_K rows: out[ar * ldo + r] is the float that
+// add(acc, super-block's interleaved bytes, the activation's block, r) leaves after the last
+// super-block, from acc = 0.
+template <typename Add>
+void GemmKReference(TensorType t, int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, int na,
+                    float* out, int64_t ldo, Add&& add) {
   for (int ar = 0; ar < na; ++ar) {
     const auto* y = reinterpret_cast<const quant::BlockQ8_K*>(a + ar * a_stride);
     for (int r = 0; r < kInterleaveRows; ++r) {
       float acc = 0;
       for (int64_t i = 0; i < n / quant::kQKK; ++i) {
-        const uint8_t* blk = w + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ4_K);
-        int32_t isum = 0, msum = 0;
-        for (int j = 0; j < 8; ++j) {
-          const int q = j % 4, shift = j < 4 ? 0 : 4;
-          const uint8_t high = blk[kK4High + 16 * q + r];
-          const int sc = ((blk[kK4ScLow + 16 * q + r] >> shift) & 15) | ((high >> (j < 4 ? 0 : 2)) & 3) << 4;
-          const int mn = ((blk[kK4MnLow + 16 * q + r] >> shift) & 15) | ((high >> (j < 4 ? 4 : 6)) & 3) << 4;
-          int32_t s = 0;
-          for (int c = 0; c < 8; ++c) {
-            for (int e = 0; e < 4; ++e) {
-              const uint8_t v = blk[512 * (j / 2) + 64 * c + 4 * r + e];
-              s += ((j % 2 == 0) ? (v & 15) : (v >> 4)) * y[i].qs[32 * j + 4 * c + e];
-            }
-          }
-          isum += sc * s;
-          msum += mn * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-        }
-        uint16_t dh, mh;
-        std::memcpy(&dh, blk + kK4D + 2 * r, 2);
-        std::memcpy(&mh, blk + kK4Dmin + 2 * r, 2);
-        acc = std::fma(static_cast<float>(isum), quant::Fp16ToFp32(dh) * y[i].d, acc);
-        acc = std::fma(-static_cast<float>(msum), quant::Fp16ToFp32(mh) * y[i].d, acc);
+        acc = add(acc, w + static_cast<size_t>(i) * InterleavedBlockBytes(t), y[i], r);
       }
       out[ar * ldo + r] = acc;
     }
   }
+}
+
+// Offsets in an interleaved Q4_K super-block (interleave.h).
+constexpr size_t kK4ScLow = 2048, kK4MnLow = 2112, kK4High = 2176, kK4D = 2240, kK4Dmin = 2272;
+
+void InterleaveQ4K(const uint8_t* s, uint8_t* d, int64_t rows, int64_t cols) {
+  InterleaveK<quant::BlockQ4_K>(TensorType::kQ4_K, s, d, rows, cols, [](uint8_t* out, int r, const quant::BlockQ4_K& b) {
+    for (int p = 0; p < 4; ++p) {
+      for (int c = 0; c < 8; ++c) std::memcpy(out + 512 * p + 64 * c + 4 * r, b.qs + 32 * p + 4 * c, 4);
+    }
+    int sc[8], mn[8];
+    quant::UnpackScalesMinsK4(b.scales, sc, mn);
+    for (int q = 0; q < 4; ++q) {
+      out[kK4ScLow + 16 * q + r] = static_cast<uint8_t>((sc[q] & 15) | (sc[q + 4] & 15) << 4);
+      out[kK4MnLow + 16 * q + r] = static_cast<uint8_t>((mn[q] & 15) | (mn[q + 4] & 15) << 4);
+      out[kK4High + 16 * q + r] =
+          static_cast<uint8_t>(sc[q] >> 4 | (sc[q + 4] >> 4) << 2 | (mn[q] >> 4) << 4 | (mn[q + 4] >> 4) << 6);
+    }
+    std::memcpy(out + kK4D + 2 * r, &b.d, 2);
+    std::memcpy(out + kK4Dmin + 2 * r, &b.dmin, 2);
+  });
+}
+
+// Interleaved Q4_K against Q8_K activations, as interleave.h defines it.
+void GemmQ4KReference(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, int na, float* out,
+                      int64_t ldo) {
+  GemmKReference(TensorType::kQ4_K, n, w, a, a_stride, na, out, ldo,
+                 [](float acc, const uint8_t* blk, const quant::BlockQ8_K& y, int r) {
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int q = j % 4, shift = j < 4 ? 0 : 4;
+      const uint8_t high = blk[kK4High + 16 * q + r];
+      const int sc = ((blk[kK4ScLow + 16 * q + r] >> shift) & 15) | ((high >> (j < 4 ? 0 : 2)) & 3) << 4;
+      const int mn = ((blk[kK4MnLow + 16 * q + r] >> shift) & 15) | ((high >> (j < 4 ? 4 : 6)) & 3) << 4;
+      int32_t s = 0;
+      for (int c = 0; c < 8; ++c) {
+        for (int e = 0; e < 4; ++e) {
+          const uint8_t v = blk[512 * (j / 2) + 64 * c + 4 * r + e];
+          s += ((j % 2 == 0) ? (v & 15) : (v >> 4)) * y.qs[32 * j + 4 * c + e];
+        }
+      }
+      isum += sc * s;
+      msum += mn * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
+    }
+    uint16_t dh, mh;
+    std::memcpy(&dh, blk + kK4D + 2 * r, 2);
+    std::memcpy(&mh, blk + kK4Dmin + 2 * r, 2);
+    acc = std::fma(static_cast<float>(isum), quant::Fp16ToFp32(dh) * y.d, acc);
+    return std::fma(-static_cast<float>(msum), quant::Fp16ToFp32(mh) * y.d, acc);
+  });
 }
 
 // Offsets in an interleaved Q6_K super-block (interleave.h).
@@ -124,67 +144,48 @@ int SixBits(const quant::BlockQ6_K& b, int e) {
 int K6Element(int p, int c, int k, bool hi) { return 64 * p + (hi ? 32 : 0) + 4 * c + k; }
 
 void InterleaveQ6K(const uint8_t* s, uint8_t* d, int64_t rows, int64_t cols) {
-  const int64_t nb = cols / quant::kQKK;
-  const size_t row_bytes = quant::RowBytes(TensorType::kQ6_K, cols);
-  for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
-    uint8_t* group = d + static_cast<size_t>(g) * kInterleaveRows * row_bytes;
-    for (int64_t i = 0; i < nb; ++i) {
-      uint8_t* out = group + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ6_K);
-      std::memset(out, 0, InterleavedBlockBytes(TensorType::kQ6_K));
-      for (int r = 0; r < kInterleaveRows; ++r) {
-        const auto& b = reinterpret_cast<const quant::BlockQ6_K*>(s + (g * kInterleaveRows + r) * row_bytes)[i];
-        for (int p = 0; p < 4; ++p) {
-          for (int c = 0; c < 8; ++c) {
-            for (int k = 0; k < 4; ++k) {
-              const int lo = SixBits(b, K6Element(p, c, k, false)), hi = SixBits(b, K6Element(p, c, k, true));
-              out[512 * p + 64 * c + 4 * r + k] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
-              const int shift = c < 4 ? 0 : 2;  // bits 0-1 / 4-5 for c < 4, 2-3 / 6-7 for c >= 4
-              out[kK6High + 256 * p + 64 * (c % 4) + 4 * r + k] |=
-                  static_cast<uint8_t>((lo >> 4) << shift | (hi >> 4) << (shift + 4));
-            }
-          }
+  InterleaveK<quant::BlockQ6_K>(TensorType::kQ6_K, s, d, rows, cols, [](uint8_t* out, int r, const quant::BlockQ6_K& b) {
+    for (int p = 0; p < 4; ++p) {
+      for (int c = 0; c < 8; ++c) {
+        for (int k = 0; k < 4; ++k) {
+          const int lo = SixBits(b, K6Element(p, c, k, false)), hi = SixBits(b, K6Element(p, c, k, true));
+          out[512 * p + 64 * c + 4 * r + k] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
+          const int shift = c < 4 ? 0 : 2;  // bits 0-1 / 4-5 for c < 4, 2-3 / 6-7 for c >= 4
+          out[kK6High + 256 * p + 64 * (c % 4) + 4 * r + k] |=
+              static_cast<uint8_t>((lo >> 4) << shift | (hi >> 4) << (shift + 4));
         }
-        for (int j = 0; j < 16; ++j) out[kK6Sc + 16 * j + r] = static_cast<uint8_t>(b.scales[j]);
-        std::memcpy(out + kK6D + 2 * r, &b.d, 2);
       }
     }
-  }
+    for (int j = 0; j < 16; ++j) out[kK6Sc + 16 * j + r] = static_cast<uint8_t>(b.scales[j]);
+    std::memcpy(out + kK6D + 2 * r, &b.d, 2);
+  });
 }
 
 // Interleaved Q6_K against Q8_K activations, as interleave.h defines it.
 void GemmQ6KReference(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, int na, float* out,
                       int64_t ldo) {
-  for (int ar = 0; ar < na; ++ar) {
-    const auto* y = reinterpret_cast<const quant::BlockQ8_K*>(a + ar * a_stride);
-    for (int r = 0; r < kInterleaveRows; ++r) {
-      float acc = 0;
-      for (int64_t i = 0; i < n / quant::kQKK; ++i) {
-        const uint8_t* blk = w + static_cast<size_t>(i) * InterleavedBlockBytes(TensorType::kQ6_K);
-        int32_t s[16] = {};
-        for (int p = 0; p < 4; ++p) {
-          for (int c = 0; c < 8; ++c) {
-            for (int k = 0; k < 4; ++k) {
-              const uint8_t v = blk[512 * p + 64 * c + 4 * r + k];
-              const uint8_t h = blk[kK6High + 256 * p + 64 * (c % 4) + 4 * r + k];
-              const int shift = c < 4 ? 0 : 2;
-              const int lo = (v & 15) | ((h >> shift) & 3) << 4, hi = (v >> 4) | ((h >> (shift + 4)) & 3) << 4;
-              const int e0 = K6Element(p, c, k, false), e1 = K6Element(p, c, k, true);
-              s[e0 / 16] += lo * y[i].qs[e0];
-              s[e1 / 16] += hi * y[i].qs[e1];
-            }
-          }
+  GemmKReference(TensorType::kQ6_K, n, w, a, a_stride, na, out, ldo,
+                 [](float acc, const uint8_t* blk, const quant::BlockQ8_K& y, int r) {
+    int32_t s[16] = {};
+    for (int p = 0; p < 4; ++p) {
+      for (int c = 0; c < 8; ++c) {
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t v = blk[512 * p + 64 * c + 4 * r + k];
+          const uint8_t h = blk[kK6High + 256 * p + 64 * (c % 4) + 4 * r + k];
+          const int shift = c < 4 ? 0 : 2;
+          const int lo = (v & 15) | ((h >> shift) & 3) << 4, hi = (v >> 4) | ((h >> (shift + 4)) & 3) << 4;
+          const int e0 = K6Element(p, c, k, false), e1 = K6Element(p, c, k, true);
+          s[e0 / 16] += lo * y.qs[e0];
+          s[e1 / 16] += hi * y.qs[e1];
         }
-        int32_t isum = 0;
-        for (int j = 0; j < 16; ++j) {
-          isum += static_cast<int8_t>(blk[kK6Sc + 16 * j + r]) * (s[j] - 32 * y[i].bsums[j]);
-        }
-        uint16_t dh;
-        std::memcpy(&dh, blk + kK6D + 2 * r, 2);
-        acc = std::fma(static_cast<float>(isum), quant::Fp16ToFp32(dh) * y[i].d, acc);
       }
-      out[ar * ldo + r] = acc;
     }
-  }
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) isum += static_cast<int8_t>(blk[kK6Sc + 16 * j + r]) * (s[j] - 32 * y.bsums[j]);
+    uint16_t dh;
+    std::memcpy(&dh, blk + kK6D + 2 * r, 2);
+    return std::fma(static_cast<float>(isum), quant::Fp16ToFp32(dh) * y.d, acc);
+  });
 }
 
 }  // namespace

@@ -1261,14 +1261,21 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
 
-void GemmQ4KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  const auto* wb = static_cast<const uint8_t*>(w);
+// A K-quant kernel of at most 4 activation rows (whose sums stay in registers) over `na` rows:
+// pass(rows, the first row's activations, its outputs) per 4 rows, rows an integral_constant.
+template <typename Pass>
+__attribute__((always_inline)) inline void InPassesOf4(int na, const void* a, size_t a_stride, float* out,
+                                                       int64_t ldo, Pass&& pass) {
   const auto* ab = static_cast<const uint8_t*>(a);
-  for (int r0 = 0; r0 < na; r0 += 4) {  // 4 activation rows per pass keep the sums in registers
-    WithRows<4>(std::min(4, na - r0), [&](auto rows) {
-      GemmQ4KIlPass<decltype(rows)::value>(n, wb, ab + r0 * a_stride, a_stride, out + r0 * ldo, ldo);
-    });
+  for (int r0 = 0; r0 < na; r0 += 4) {
+    WithRows<4>(std::min(4, na - r0), [&](auto rows) { pass(rows, ab + r0 * a_stride, out + r0 * ldo); });
   }
+}
+
+void GemmQ4KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
+  InPassesOf4(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
+    GemmQ4KIlPass<decltype(rows)::value>(n, static_cast<const uint8_t*>(w), ar, a_stride, o, ldo);
+  });
 }
 
 // Interleaved Q6_K (kernels/interleave.h), 16 rows x NA activation rows (Q8_K), NA <= 4 per pass.
@@ -1370,13 +1377,9 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
 }
 
 void GemmQ6KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  for (int r0 = 0; r0 < na; r0 += 4) {  // 4 activation rows per pass keep the sums in registers
-    WithRows<4>(std::min(4, na - r0), [&](auto rows) {
-      GemmQ6KIlPass<decltype(rows)::value>(n, wb, ab + r0 * a_stride, a_stride, out + r0 * ldo, ldo);
-    });
-  }
+  InPassesOf4(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
+    GemmQ6KIlPass<decltype(rows)::value>(n, static_cast<const uint8_t*>(w), ar, a_stride, o, ldo);
+  });
 }
 
 #pragma GCC diagnostic pop
