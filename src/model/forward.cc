@@ -279,6 +279,20 @@ void Context::Mul(const Matrix& m, const float* in, int64_t nt, float* out, int6
   }
 }
 
+void Context::MulSameInput(std::initializer_list<Product> products, const float* in, int64_t nt) {
+  constexpr size_t kMax = 3;
+  if (nt != 1 || products.size() > kMax) {
+    for (const Product& p : products) Mul(*p.m, in, nt, p.out, p.m->rows);
+    return;
+  }
+  kernels::MatVecJob jobs[kMax];
+  size_t n = 0;
+  for (const Product& p : products) {
+    jobs[n++] = {p.m->type, p.m->data, p.m->rows, p.m->cols, in, p.out, p.m->interleaved};
+  }
+  kernels::MatVecBatch(k_, pool_, std::span(jobs, n), scratch_);
+}
+
 void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   const LayerWeights& w = model_.layers[il];
   const int64_t n = b.size(), E = p_.n_embd, D = p_.head_dim;
@@ -290,9 +304,7 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
 
   // Attention block: norm, projections.
   for (int64_t t = 0; t < n; ++t) f.rmsnorm(&x_[t * E], w.attn_norm, &xn_[t * E], E, p_.rms_eps);
-  mm(w.wq, xn_.data(), n, q_.data());
-  mm(w.wk, xn_.data(), n, k_buf_.data());
-  mm(w.wv, xn_.data(), n, v_buf_.data());
+  MulSameInput({{&w.wq, q_.data()}, {&w.wk, k_buf_.data()}, {&w.wv, v_buf_.data()}}, xn_.data(), n);
   auto store = [&](TensorType type, const float* x, uint8_t* row) {
     switch (type) {
       case TensorType::kF16: k_.attn.fp32_to_fp16(x, reinterpret_cast<uint16_t*>(row), kvd); break;
@@ -367,8 +379,7 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
   auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* o) {
     Mul(m, in, nt, o, m.rows);
   };
-  mm(w.gate, xn_.data(), n, gate_.data());
-  mm(w.up, xn_.data(), n, up_.data());
+  MulSameInput({{&w.gate, gate_.data()}, {&w.up, up_.data()}}, xn_.data(), n);
   if (p_.ffn_act == FfnActivation::kGelu) {
     GeluMul(gate_.data(), up_.data(), n * p_.n_ff);
   } else {

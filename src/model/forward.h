@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -151,6 +152,14 @@ class Context {
   // The feed-forward block of layer `w` on xn_ (n normalised rows) into out (n rows).
   // out (nt rows, `stride` apart) = in (nt rows) times m's rows, in m's layout.
   void Mul(const Matrix& m, const float* in, int64_t nt, float* out, int64_t stride);
+  // Mul of up to 3 matrices with the same input, each output `m.rows` apart. A decode step (nt 1)
+  // runs them in one pass of the pool (kernels::MatVecBatch: one wake-up, the input quantized
+  // once), with the bits separate calls give.
+  struct Product {
+    const Matrix* m;
+    float* out;
+  };
+  void MulSameInput(std::initializer_list<Product> products, const float* in, int64_t nt);
   void FeedForward(const LayerWeights& w, int64_t n, float* out);
   void MixtureOfExperts(const LayerWeights& w, int64_t n, float* out);
   void SharedExpert(const LayerWeights& w, int64_t n, float* out);
