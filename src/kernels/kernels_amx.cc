@@ -50,6 +50,9 @@ void Configure(int na) {
     c.rows[base + 2] = 8;
     c.colsb[base + 2] = 64;
   }
+  // GCC 12 does not see that LDTILECFG reads `c` and may drop the stores that fill it (then the
+  // first tile instruction faults): the empty asm makes them needed.
+  asm volatile("" : : "m"(c));
   _tile_loadconfig(&c);
   configured = na;
 }
@@ -65,7 +68,10 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
   const int64_t nb = n / quant::kQK;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* act = static_cast<const uint8_t*>(a) + offsetof(BlockQ8S, qs);
-  alignas(64) uint8_t unpacked[2][8 * 64];
+  // [stage][block of a pair]: a pair is unpacked one pair ahead of its tile loads, which would
+  // otherwise wait for the unpacking's stores to reach the cache (a tile load takes no store
+  // forwarding).
+  alignas(64) uint8_t unpacked[2][2][8 * 64];
   alignas(64) int32_t sums[2][NA * 16];
   __m512 acc[NA];
 #pragma GCC unroll 16
@@ -91,15 +97,23 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
     }
   };
   int64_t b = 0;
+  const uint8_t* next[2] = {};
+  if (nb >= 2) {
+    next[0] = weights(wb, unpacked[0][0]);
+    next[1] = weights(wb + kBytes, unpacked[0][1]);
+  }
   for (; b + 2 <= nb; b += 2) {  // two blocks: independent tiles, so their products overlap
-    const uint8_t* w0 = weights(wb + b * kBytes, unpacked[0]);
-    const uint8_t* w1 = weights(wb + (b + 1) * kBytes, unpacked[1]);
     _tile_zero(0);
     _tile_zero(3);
-    _tile_loadd(2, w0, 64);
-    _tile_loadd(5, w1, 64);
+    _tile_loadd(2, next[0], 64);
+    _tile_loadd(5, next[1], 64);
     _tile_loadd(1, act + b * sizeof(BlockQ8S), static_cast<long>(a_stride));
     _tile_loadd(4, act + (b + 1) * sizeof(BlockQ8S), static_cast<long>(a_stride));
+    if (b + 4 <= nb) {  // the next pair, into the other stage
+      const int stage = static_cast<int>((b / 2 + 1) & 1);
+      next[0] = weights(wb + (b + 2) * kBytes, unpacked[stage][0]);
+      next[1] = weights(wb + (b + 3) * kBytes, unpacked[stage][1]);
+    }
     _tile_dpbsud(0, 1, 2);
     _tile_dpbsud(3, 4, 5);
     _tile_stored(0, sums[0], 64);
@@ -109,7 +123,7 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
   }
   if (b < nb) {
     _tile_zero(0);
-    _tile_loadd(2, weights(wb + b * kBytes, unpacked[0]), 64);
+    _tile_loadd(2, weights(wb + b * kBytes, unpacked[0][0]), 64);
     _tile_loadd(1, act + b * sizeof(BlockQ8S), static_cast<long>(a_stride));
     _tile_dpbsud(0, 1, 2);
     _tile_stored(0, sums[0], 64);
@@ -153,37 +167,34 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* act = static_cast<const uint8_t*>(a) + offsetof(quant::BlockQ8_K, qs);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  alignas(64) uint8_t unpacked[8][8 * 64];  // the 8 sub-blocks' B tiles
-  alignas(64) int32_t sums[8][NA * 16];
+  // The 8 sub-blocks' B tiles, [stage]: a super-block is unpacked one ahead of its tile loads, which
+  // would otherwise wait for the unpacking's stores to reach the cache (no store forwarding).
+  alignas(64) uint8_t unpacked[2][8][8 * 64];
+  // The sums, [stage]: a super-block's float step runs after the next one's tile products are
+  // issued, so its vector loads do not wait for the tile stores just made either.
+  alignas(64) int32_t sums[2][8][NA * 16];
   __m512 acc[NA];
 #pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* blk = wb + i * x86::kK4IlBytes;
+  auto unpack = [&](const uint8_t* blk, uint8_t (*u)[8 * 64]) __attribute__((always_inline)) {
     x86::PrefetchAhead<1, x86::kK4IlBytes>(blk);  // a small batch reads each weight once, from memory
-    // Every B tile first, so that the stores are done before the tile loads read them.
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
         const __m512i v = _mm512_loadu_si512(blk + 512 * p + 64 * c);
-        _mm512_store_si512(unpacked[2 * p] + 64 * c, _mm512_and_si512(v, m4));
-        _mm512_store_si512(unpacked[2 * p + 1] + 64 * c, _mm512_andnot_si512(m4, v));
+        _mm512_store_si512(u[2 * p] + 64 * c, _mm512_and_si512(v, m4));
+        _mm512_store_si512(u[2 * p + 1] + 64 * c, _mm512_andnot_si512(m4, v));
       }
     }
+  };
+  // Super-block i's scales, mins and float step over its sums (in order of i, as the VNNI kernel).
+  auto finish = [&](int64_t i, int32_t (*sm_sums)[NA * 16]) __attribute__((always_inline)) {
+    const uint8_t* blk = wb + i * x86::kK4IlBytes;
     x86::K4IlScales sm;
     x86::UnpackK4IlScales(blk, &sm);
     x86::K4IlMins mins;
     x86::K4IlMinPairs(sm, &mins);
-    const uint8_t* y = act + i * sizeof(quant::BlockQ8_K);
-    Q4KSubBlock<0>(unpacked[0], y, a_stride, sums[0]);
-    Q4KSubBlock<1>(unpacked[1], y, a_stride, sums[1]);
-    Q4KSubBlock<2>(unpacked[2], y, a_stride, sums[2]);
-    Q4KSubBlock<3>(unpacked[3], y, a_stride, sums[3]);
-    Q4KSubBlock<4>(unpacked[4], y, a_stride, sums[4]);
-    Q4KSubBlock<5>(unpacked[5], y, a_stride, sums[5]);
-    Q4KSubBlock<6>(unpacked[6], y, a_stride, sums[6]);
-    Q4KSubBlock<7>(unpacked[7], y, a_stride, sums[7]);
     const __m512i sc32[8] = {x86::K4IlScale<0>(sm), x86::K4IlScale<1>(sm), x86::K4IlScale<2>(sm),
                              x86::K4IlScale<3>(sm), x86::K4IlScale<4>(sm), x86::K4IlScale<5>(sm),
                              x86::K4IlScale<6>(sm), x86::K4IlScale<7>(sm)};
@@ -193,16 +204,33 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
 #pragma GCC unroll 4
       for (int p = 0; p < 4; ++p) {
         // The odd sub-block's sums are 16 times its values' (its nibbles were left in place).
-        const __m512i s0 = _mm512_mullo_epi32(_mm512_load_si512(sums[2 * p] + 16 * r), sc32[2 * p]);
-        const __m512i s1 =
-            _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_load_si512(sums[2 * p + 1] + 16 * r), 4), sc32[2 * p + 1]);
+        const __m512i s0 = _mm512_mullo_epi32(_mm512_load_si512(sm_sums[2 * p] + 16 * r), sc32[2 * p]);
+        const __m512i s1 = _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_load_si512(sm_sums[2 * p + 1] + 16 * r), 4),
+                                              sc32[2 * p + 1]);
         isum = _mm512_add_epi32(isum, _mm512_add_epi32(s0, s1));
       }
       const quant::BlockQ8_K& yr =
           reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * a_stride)[i];
       acc[r] = x86::K4IlAdd(acc[r], isum, yr, mins, blk);
     }
+  };
+  if (nb > 0) unpack(wb, unpacked[0]);
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t (*u)[8 * 64] = unpacked[i & 1];
+    int32_t (*sm)[NA * 16] = sums[i & 1];
+    const uint8_t* y = act + i * sizeof(quant::BlockQ8_K);
+    Q4KSubBlock<0>(u[0], y, a_stride, sm[0]);
+    Q4KSubBlock<1>(u[1], y, a_stride, sm[1]);
+    Q4KSubBlock<2>(u[2], y, a_stride, sm[2]);
+    Q4KSubBlock<3>(u[3], y, a_stride, sm[3]);
+    Q4KSubBlock<4>(u[4], y, a_stride, sm[4]);
+    Q4KSubBlock<5>(u[5], y, a_stride, sm[5]);
+    Q4KSubBlock<6>(u[6], y, a_stride, sm[6]);
+    Q4KSubBlock<7>(u[7], y, a_stride, sm[7]);
+    if (i + 1 < nb) unpack(wb + (i + 1) * x86::kK4IlBytes, unpacked[(i + 1) & 1]);
+    if (i > 0) finish(i - 1, sums[(i - 1) & 1]);
   }
+  if (nb > 0) finish(nb - 1, sums[(nb - 1) & 1]);
 #pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
