@@ -131,15 +131,6 @@ void GemmQ4KReference(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_st
 // Offsets in an interleaved Q6_K super-block (interleave.h).
 constexpr size_t kK6High = 2048, kK6Sc = 3072, kK6D = 3328;
 
-// The stored six-bit value of element e of a Q6_K super-block (GGUF layout: the low 4 bits at
-// ql[64 (e / 128) + e % 64], low nibble if e % 128 < 64; the top 2 at qh[32 (e / 128) + e % 32]
-// >> 2 ((e % 128) / 32)).
-int SixBits(const quant::BlockQ6_K& b, int e) {
-  const int n = e / 128, m = e % 128;
-  const uint8_t lo = b.ql[64 * n + m % 64];
-  return (m < 64 ? lo & 15 : lo >> 4) | ((b.qh[32 * n + m % 32] >> (2 * (m / 32))) & 3) << 4;
-}
-
 // Element of pair p, chunk c, lane byte k: low nibble (hi = false) or high nibble.
 int K6Element(int p, int c, int k, bool hi) { return 64 * p + (hi ? 32 : 0) + 4 * c + k; }
 
@@ -148,7 +139,8 @@ void InterleaveQ6K(const uint8_t* s, uint8_t* d, int64_t rows, int64_t cols) {
     for (int p = 0; p < 4; ++p) {
       for (int c = 0; c < 8; ++c) {
         for (int k = 0; k < 4; ++k) {
-          const int lo = SixBits(b, K6Element(p, c, k, false)), hi = SixBits(b, K6Element(p, c, k, true));
+          const int lo = quant::StoredQ6K(b.ql, b.qh, K6Element(p, c, k, false)),
+                    hi = quant::StoredQ6K(b.ql, b.qh, K6Element(p, c, k, true));
           out[512 * p + 64 * c + 4 * r + k] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
           const int shift = c < 4 ? 0 : 2;  // bits 0-1 / 4-5 for c < 4, 2-3 / 6-7 for c >= 4
           out[kK6High + 256 * p + 64 * (c % 4) + 4 * r + k] |=

@@ -58,6 +58,9 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
 // The 6-bit scales sc[0..8) and mins mn[0..8) of a Q4_K / Q5_K super-block's 8 sub-blocks of
 // 32, from its 12 packed bytes.
 void UnpackScalesMinsK4(const uint8_t* packed, int* sc, int* mn);
+// The stored six-bit value (q + 32, 0..63) of element e (0..255) of a Q6_K super-block, from its
+// low-bit and high-bit arrays (BlockQ6_K::ql, ::qh).
+int StoredQ6K(const uint8_t* ql, const uint8_t* qh, int e);
 
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);

@@ -417,4 +417,5 @@ void QuantizeQ8_K(const float* src, void* dst, int64_t n) {
 
 namespace tandem::quant {
 void UnpackScalesMinsK4(const uint8_t* packed, int* sc, int* mn) { internal::UnpackScaleMinK4(packed, sc, mn); }
+int StoredQ6K(const uint8_t* ql, const uint8_t* qh, int e) { return internal::Six(ql, qh, e); }
 }  // namespace tandem::quant
