@@ -1150,9 +1150,9 @@ void Rope(float* x, int64_t head_dim, const float* cos, const float* sin, bool n
 
 // 16 rows x NA activation rows. Per block: the unsigned weight bytes of 4 elements of 16 rows in
 // each 512-bit chunk (Q5_0: the nibbles plus 16 where the block's mask has the fifth bit, one
-// masked add), VPDPBUSD against the activation row's 4 bytes at that place broadcast (two
-// independent integer chains per row), the bias taken out with the activation block's sum, and
-// one FMA with the 16 rows' scales times the activation's. Per activation row the operations are
+// masked add), VPDPBUSD against the activation row's 4 bytes at that place broadcast from memory
+// (one chain per row, two for a lone row, started at minus the bias times the activation block's
+// sum), and one FMA with the 16 rows' scales times the activation's. Per activation row the operations are
 // the same for any NA.
 template <Il K, int NA>
 void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
@@ -1170,15 +1170,21 @@ void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, f
 #pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) {
       const BlockQ8S& y = Row<BlockQ8S>(a, a_stride, r)[b];
-      int32_t q[8];
-      std::memcpy(q, y.qs, 32);  // the block's activations, 4 bytes per element group
-      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      __m512i t;
+      if constexpr (NA == 1) {  // two chains: one row alone would wait on VPDPBUSD's latency
+        __m512i s0 = BiasIl<K>(y), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        __m512i& s = (c & 1) ? s1 : s0;
-        s = _mm512_dpbusd_epi32(s, u[c], _mm512_set1_epi32(q[c]));
+        for (int c = 0; c < 8; ++c) {
+          __m512i& s = (c & 1) ? s1 : s0;
+          s = DpbusdBcast(s, u[c], y.qs + 4 * c);
+        }
+        t = _mm512_add_epi32(s0, s1);
+      } else {  // one chain per row: the rows' chains are independent of each other
+        t = BiasIl<K>(y);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) t = DpbusdBcast(t, u[c], y.qs + 4 * c);
       }
-      acc[r] = AddBlockIl<K>(acc[r], _mm512_add_epi32(s0, s1), y, dw);
+      acc[r] = AccumulateIl(acc[r], t, y, dw);
     }
   }
 #pragma GCC unroll 8
@@ -1229,11 +1235,8 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
 #pragma GCC unroll 4
         for (int r = 0; r < NA; ++r) {
           const int8_t* q = Row<BlockQ8_K>(a, a_stride, r)[i].qs + 64 * p + 4 * c;
-          int32_t qlo, qhi;
-          std::memcpy(&qlo, q, 4);
-          std::memcpy(&qhi, q + 32, 4);
-          slo[r][c & 1] = _mm512_dpbusd_epi32(slo[r][c & 1], lo, _mm512_set1_epi32(qlo));
-          shi[r][c & 1] = _mm512_dpbusd_epi32(shi[r][c & 1], hi, _mm512_set1_epi32(qhi));
+          slo[r][c & 1] = DpbusdBcast(slo[r][c & 1], lo, q);
+          shi[r][c & 1] = DpbusdBcast(shi[r][c & 1], hi, q + 32);
         }
       };
       // One activation row (decode) is bound by memory: a short loop body (kept in the decoded
@@ -1330,8 +1333,8 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
 #pragma GCC unroll 4
           for (int r = 0; r < NA; ++r) {
             const int8_t* q = Row<BlockQ8_K>(a, a_stride, r)[i].qs + 64 * p + 4 * c;
-            s[r][H] = _mm512_dpbusd_epi32(s[r][H], lo, _mm512_broadcastd_epi32(_mm_loadu_si32(q)));
-            s[r][2 + H] = _mm512_dpbusd_epi32(s[r][2 + H], hi, _mm512_broadcastd_epi32(_mm_loadu_si32(q + 32)));
+            s[r][H] = DpbusdBcast(s[r][H], lo, q);
+            s[r][2 + H] = DpbusdBcast(s[r][2 + H], hi, q + 32);
           }
         };
         // One activation row: a short loop body, as the Q4_K kernel's (it reads faster).
@@ -1367,7 +1370,7 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
       const BlockQ8_K& y = Row<BlockQ8_K>(a, a_stride, r)[i];
       __m512i m = _mm512_setzero_si512();
 #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) m = _mm512_dpwssd_epi32(m, pairs[k], _mm512_broadcastd_epi32(_mm_loadu_si32(y.bsums + 2 * k)));
+      for (int k = 0; k < 8; ++k) m = _mm512_dpwssd_epi32(m, pairs[k], BroadcastI32(y.bsums + 2 * k));
       const __m512i total = _mm512_sub_epi32(isum[r], _mm512_slli_epi32(m, 5));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), acc[r]);
     }

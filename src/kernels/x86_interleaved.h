@@ -66,12 +66,36 @@ inline __m512 ScalesIl(const uint8_t* blk) {
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * IlBlock<K>::kChunks + IlBlock<K>::kMaskBytes)));
 }
 
-// acc += (sums - bias * the activation block's sum) * (row scales * the activation's scale): one
-// block of one activation row, `sums` the 16 rows' integer dot products with its quants.
+// Four bytes at p in every 32-bit lane, loaded by the broadcast itself: a broadcast from a general
+// register (what _mm512_set1_epi32 of a loaded value becomes) costs a vector uop each.
+__attribute__((always_inline)) inline __m512i BroadcastI32(const void* p) {
+  return _mm512_broadcastd_epi32(_mm_loadu_si32(p));
+}
+
+// s += VPDPBUSD(u, the 4 signed bytes at p in every 32-bit lane), the broadcast folded into the
+// instruction's memory operand (GCC 12 emits a separate broadcast load for every intrinsic form).
+__attribute__((always_inline)) inline __m512i DpbusdBcast(__m512i s, __m512i u, const void* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(u), "m"(*static_cast<const int32_t*>(p)));
+  return s;
+}
+
+// What a block's integer sums for one activation row start from: minus the bias times the
+// activation block's sum, so that a VPDPBUSD chain begun there ends at (sums - bias * sum).
+template <Il K>
+__attribute__((always_inline)) inline __m512i BiasIl(const BlockQ8S& y) {
+  return _mm512_set1_epi32(-IlBlock<K>::kBias * y.sum);
+}
+
+// acc += t * (row scales * the activation's scale): one block of one activation row, `t` the 16
+// rows' integer dot products with its quants with the bias taken out.
+__attribute__((always_inline)) inline __m512 AccumulateIl(__m512 acc, __m512i t, const BlockQ8S& y, __m512 dw) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(y.d)), acc);
+}
+
+// The same from the plain sums (bias not yet taken out).
 template <Il K>
 __attribute__((always_inline)) inline __m512 AddBlockIl(__m512 acc, __m512i sums, const BlockQ8S& y, __m512 dw) {
-  const __m512i t = _mm512_sub_epi32(sums, _mm512_set1_epi32(IlBlock<K>::kBias * y.sum));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(y.d)), acc);
+  return AccumulateIl(acc, _mm512_add_epi32(sums, BiasIl<K>(y)), y, dw);
 }
 
 // ---- interleaved Q4_K (kernels/interleave.h) ----
@@ -136,7 +160,7 @@ __attribute__((always_inline)) inline __m512 K4IlAdd(__m512 acc, __m512i isum, c
   __m512i m = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) {
-    m = _mm512_dpwssd_epi32(m, mins.p[j], _mm512_broadcastd_epi32(_mm_loadu_si32(y.bsums + 2 * j)));
+    m = _mm512_dpwssd_epi32(m, mins.p[j], BroadcastI32(y.bsums + 2 * j));
   }
   const __m512 yd = _mm512_set1_ps(y.d);
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
