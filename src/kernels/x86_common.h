@@ -1229,7 +1229,8 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
       for (int r = 0; r < NA; ++r) slo[r][0] = slo[r][1] = shi[r][0] = shi[r][1] = _mm512_setzero_si512();
       auto chunk = [&](int c) __attribute__((always_inline)) {
         PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
-        const __m512i v = _mm512_loadu_si512(blk + 512 * p + 64 * c);
+        // Several rows are bound by vector loads (x86_interleaved.h): the chunk is loaded once.
+        const __m512i v = NA > 1 ? LoadOnce(blk + 512 * p + 64 * c) : _mm512_loadu_si512(blk + 512 * p + 64 * c);
         // The high nibbles stay in place: 16 times the odd sub-block's sums (exact, divided below).
         const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_andnot_si512(m4, v);
 #pragma GCC unroll 4
@@ -1311,7 +1312,8 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
 #pragma GCC unroll 4
       for (int h = 0; h < 4; ++h) {
         PrefetchAhead<1, 64>(blk + 2048 + 256 * p + 64 * h + 8192);
-        top[h] = _mm512_loadu_si512(blk + 2048 + 256 * p + 64 * h);
+        // Several rows are bound by vector loads (x86_interleaved.h): each vector is loaded once.
+        top[h] = NA > 1 ? LoadOnce(blk + 2048 + 256 * p + 64 * h) : _mm512_loadu_si512(blk + 2048 + 256 * p + 64 * h);
       }
       // Per activation row, the sums of the 4 groups of this p: the low nibbles of chunks 0-3
       // (group 0) and 4-7 (1), the high nibbles of chunks 0-3 (2) and 4-7 (3).
@@ -1324,7 +1326,7 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
         auto chunk = [&](int h) __attribute__((always_inline)) {
           const int c = 4 * H + h;
           PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
-          const __m512i v = _mm512_loadu_si512(blk + 512 * p + 64 * c);
+          const __m512i v = NA > 1 ? LoadOnce(blk + 512 * p + 64 * c) : _mm512_loadu_si512(blk + 512 * p + 64 * c);
           // The top bits moved to bits 4-5; what the 16-bit shifts carry over is masked off.
           const __m512i tlo = H == 0 ? _mm512_slli_epi16(top[h], 4) : _mm512_slli_epi16(top[h], 2);
           const __m512i thi = H == 0 ? top[h] : _mm512_srli_epi16(top[h], 2);

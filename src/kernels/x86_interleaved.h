@@ -32,6 +32,17 @@ struct IlBlock {
   static constexpr int32_t kBias = K == Il::kQ4_0 ? 8 : K == Il::kQ5_0 ? 16 : 128;
 };
 
+// On Zen 5 a core issues two VPDPBUSD per cycle but also only two vector loads, and a VPDPBUSD
+// with its activations broadcast from memory takes one of them: a kernel of several activation
+// rows is bound by loads, not multiplies, and must not load anything twice. GCC folds a vector
+// load into every instruction that uses it (the weights' AND and shift each reloading the same
+// 64 bytes); this loads them once into a register.
+__attribute__((always_inline)) inline __m512i LoadOnce(const void* p) {
+  __m512i v = _mm512_loadu_si512(p);
+  asm("" : "+v"(v));
+  return v;
+}
+
 // The block's unsigned weight bytes: u[c] holds elements 4c..4c+3 of each of the 16 rows (lane r
 // = row r), c = 0..7, which is also the layout of an AMX B tile of 8 rows x 64 bytes.
 template <Il K>
@@ -40,7 +51,7 @@ __attribute__((always_inline)) inline void UnpackIl(const uint8_t* blk, __m512i 
     const __m512i low4 = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m512i p = _mm512_loadu_si512(blk + 64 * c);
+      const __m512i p = LoadOnce(blk + 64 * c);
       u[c] = _mm512_and_si512(p, low4);                             // elements 4c..4c+3
       u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(p, 4), low4);  // elements 16+4c..
     }
