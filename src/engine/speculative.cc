@@ -133,7 +133,8 @@ Status ModelDrafter::Draft(int32_t seq, std::span<const int32_t> tokens, int n, 
     out->push_back(g);
   }
   cached = std::move(now);
-  *guess_seconds = Since(t0) * n / std::max(1, one ? n : n - 1);
+  // Per guess times n; not measured (-1) when the catch-up batch made the only guess.
+  *guess_seconds = one || n > 1 ? Since(t0) * n / (one ? n : n - 1) : -1;
   return Status::Ok();
 }
 
@@ -192,8 +193,13 @@ void SpeculationTuner::Record(int k, int accepted, double seconds, int drafted, 
   if (k == 0) {
     step_s_ = step_s_ <= 0 ? seconds : (1 - kW) * step_s_ + kW * seconds;
   } else {
+    // The running mean of the first guesses (the prior 0.5 weighing as two), then an exponential
+    // average: failing guesses stop speculation after 2-3 rounds rather than 6 or more.
     const int examined = std::min(accepted + 1, k);
-    for (int i = 0; i < examined; ++i) alpha_ = 0.9 * alpha_ + 0.1 * (i < accepted ? 1.0 : 0.0);
+    for (int i = 0; i < examined; ++i, ++examined_) {
+      const double w = std::max(0.1, 1.0 / (examined_ + 3));
+      alpha_ += w * ((i < accepted ? 1.0 : 0.0) - alpha_);
+    }
     if (step_s_ > 0) {
       const double r = std::max(0.0, (seconds - step_s_) / k);
       row_s_ = row_measured_ ? (1 - kW) * row_s_ + kW * r : r;
@@ -239,7 +245,7 @@ Status Speculator::Step(exec::Executor& ex, int32_t seq, std::vector<int32_t>* c
           break;
         }
       }
-      drafted = drafter_->costly() ? static_cast<int>(guesses_.size()) : 0;
+      drafted = drafter_->costly() && draft_s >= 0 ? static_cast<int>(guesses_.size()) : 0;
     }
   }
   const int k = static_cast<int>(guesses_.size());

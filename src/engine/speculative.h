@@ -62,7 +62,8 @@ class Drafter {
   virtual std::string name() const = 0;
   // Appends up to `n` guesses of the tokens that follow `tokens` (a sequence's tokens so far,
   // prompt included) to *out; fewer, or none, when it has no good guess. *guess_seconds: the time
-  // the guesses themselves took (a draft model's catching up with new tokens left out).
+  // the guesses themselves took (a draft model's catching up with new tokens left out), or -1 when
+  // it was not measured (the catch-up batch made the only guess).
   // `seq` names the sequence (a server's slot), for a drafter that keeps state per sequence.
   virtual Status Draft(int32_t seq, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                        double* guess_seconds) = 0;
@@ -132,7 +133,8 @@ class SpeculationTuner {
  private:
   int min_, max_;
   bool fixed_;                     // --draft-min == --draft-max: always that many
-  double alpha_ = 0.5;             // per-guess acceptance (exponential average)
+  double alpha_ = 0.5;             // per-guess acceptance (running mean, then exponential average)
+  int64_t examined_ = 0;           // guesses examined so far
   double step_s_ = 0;              // a plain step (0: not measured yet)
   double row_s_ = 0;               // extra per verified row
   bool row_measured_ = false;
