@@ -11,6 +11,10 @@
 // (each key vector is converted once for 4 queries), reduced horizontally together at the end.
 // accumulate: a tile of 4 output rows x 16 columns stays in registers over all value rows; each
 // value vector is converted once for 4 output rows (outer-product form, no horizontal sums).
+//
+// The AVX-512 build does both in 512-bit vectors where the row length is a multiple of 16 (every
+// head dimension of today's models): scores by tiles of 4 x 4 with one reduction network for all
+// 16 (ScoreTile16), the accumulation by 4 rows x 32 columns (AccTile16, the same bits as AccTile).
 #pragma once
 
 #include "kernels/x86_common.h"
@@ -152,9 +156,163 @@ inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq,
   }
 }
 
+#ifdef __AVX512F__
+// ---- 512-bit tiles (the AVX-512 build), for rows whose length is a multiple of 16 ----
+
+template <TensorType T>
+struct Rows16;
+
+template <>
+struct Rows16<TensorType::kF32> {
+  static constexpr bool kScaled = false;
+  static __m512 Load(const void* r, int64_t i) { return _mm512_loadu_ps(static_cast<const float*>(r) + i); }
+  static __m512 Scale(const void*, int64_t) { return _mm512_set1_ps(1.0f); }
+};
+
+template <>
+struct Rows16<TensorType::kF16> {
+  static constexpr bool kScaled = false;
+  static __m512 Load(const void* r, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(r) + i)));
+  }
+  static __m512 Scale(const void*, int64_t) { return _mm512_set1_ps(1.0f); }
+};
+
+template <>
+struct Rows16<TensorType::kQ8_0> {
+  static constexpr bool kScaled = true;  // Load gives the integers; multiply by Scale
+  static __m512 Load(const void* r, int64_t i) {
+    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / quant::kQK];
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % quant::kQK));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+  }
+  static __m512 Scale(const void* r, int64_t i) {
+    return _mm512_set1_ps(H2F(static_cast<const BlockQ8_0*>(r)[i / quant::kQK].d));
+  }
+};
+
+// Scores of 4 query rows x 4 key rows, n % 16 == 0: 16 accumulators of 16-lane partial sums,
+// then one reduction network for all 16 (halves, quarters, pairs, neighbours), which applies the
+// same additions to every accumulator's lanes: a score gets the same bits in any slot of any
+// tile. Only nq <= 4 rows and nk <= 4 keys are real; the other slots repeat the last real one and
+// are not stored. Result lane 4k + r holds score (r, k).
+template <TensorType T>
+inline void ScoreTile16(int64_t n, const float* q, int64_t ldq, int nq, const void* const* rows, int nk, float* s,
+                        int64_t lds) {
+  using R = Rows16<T>;
+  const float* qr[4];
+  const void* kr[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) qr[r] = q + std::min(r, nq - 1) * ldq;
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) kr[k] = rows[std::min(k, nk - 1)];
+  __m512 a[16];
+#pragma GCC unroll 16
+  for (int v = 0; v < 16; ++v) a[v] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    __m512 qv[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) qv[r] = _mm512_loadu_ps(qr[r] + i);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m512 kv = R::Load(kr[k], i);
+      if constexpr (R::kScaled) kv = _mm512_mul_ps(kv, R::Scale(kr[k], i));
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) a[4 * r + k] = _mm512_fmadd_ps(qv[r], kv, a[4 * r + k]);
+    }
+  }
+  __m512 t[8], u[4], v[2];
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; ++m) {  // lanes j + j+8: 128-bit blocks 0-1 of a[2m], then a[2m+1]
+    t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {  // + j+4: block b holds a[4m + b]'s 4 partial sums
+    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x88),
+                         _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xDD));
+  }
+#pragma GCC unroll 2
+  for (int m = 0; m < 2; ++m) {  // + j+2, within each block
+    v[m] = _mm512_add_ps(_mm512_unpacklo_ps(u[2 * m], u[2 * m + 1]), _mm512_unpackhi_ps(u[2 * m], u[2 * m + 1]));
+  }
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),  // + j+1
+                                 _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  float out[16];
+  _mm512_storeu_ps(out, w);
+  for (int r = 0; r < nq; ++r) {
+    for (int k = 0; k < nk; ++k) s[r * lds + k] = out[4 * k + r];
+  }
+}
+
+template <TensorType T>
+void Scores16(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows, int64_t nk, float* s,
+              int64_t lds) {
+  for (int64_t j = 0; j < nk; j += 4) {
+    const int kn = static_cast<int>(std::min<int64_t>(4, nk - j));
+    for (int64_t r = 0; r < nq; r += 4) {
+      ScoreTile16<T>(n, q + r * ldq, ldq, static_cast<int>(std::min<int64_t>(4, nq - r)), rows + j, kn,
+                     s + r * lds + j, lds);
+    }
+  }
+}
+
+// OR output rows x 16*NV columns starting at column c, over all nv value rows: AccTile's
+// operations per element in 512-bit vectors (the same bits).
+template <TensorType T, int OR, int NV>
+inline void AccTile16(int64_t c, const float* p, int64_t ldp, const void* const* rows, int64_t nv, float* o,
+                      int64_t ldo) {
+  using R = Rows16<T>;
+  __m512 acc[OR][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < OR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_loadu_ps(o + r * ldo + c + 16 * v);
+  for (int64_t j = 0; j < nv; ++j) {
+    __m512 x[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      x[v] = R::Load(rows[j], c + 16 * v);
+      if constexpr (R::kScaled) x[v] = _mm512_mul_ps(x[v], R::Scale(rows[j], c + 16 * v));
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < OR; ++r) {
+      const __m512 w = _mm512_set1_ps(p[r * ldp + j]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(w, x[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < OR; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + r * ldo + c + 16 * v, acc[r][v]);
+}
+
+template <TensorType T, int NV>
+inline void AccColumns16(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows, int64_t nv,
+                         float* o, int64_t ldo) {
+  int64_t r = 0;
+  for (; r + 4 <= no; r += 4) AccTile16<T, 4, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+  switch (no - r) {
+    case 3:
+      AccTile16<T, 3, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+      break;
+    case 2:
+      AccTile16<T, 2, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+      break;
+    case 1:
+      AccTile16<T, 1, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+      break;
+    default:
+      break;
+  }
+}
+#endif  // __AVX512F__
+
 template <TensorType T>
 void ScoresT(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
              int64_t nk, float* s, int64_t lds) {
+#ifdef __AVX512F__
+  if (n % 16 == 0) return Scores16<T>(n, q, ldq, nq, rows, nk, s, lds);
+#endif
   int64_t j = 0;
   for (; j + 2 <= nk; j += 2) ScoreColumns<T, 2>(n, q, ldq, nq, rows + j, s + j, lds);
   if (j < nk) ScoreColumns<T, 1>(n, q, ldq, nq, rows + j, s + j, lds);
@@ -226,6 +384,10 @@ template <TensorType T>
 void AccumulateT(int64_t n, const float* p, int64_t ldp, int64_t no, const void* const* rows,
                  int64_t nv, float* o, int64_t ldo) {
   int64_t c = 0;
+#ifdef __AVX512F__
+  for (; c + 32 <= n; c += 32) AccColumns16<T, 2>(c, p, ldp, no, rows, nv, o, ldo);
+  for (; c + 16 <= n; c += 16) AccColumns16<T, 1>(c, p, ldp, no, rows, nv, o, ldo);
+#endif
   for (; c + 16 <= n; c += 16) AccColumns<T, 2>(c, p, ldp, no, rows, nv, o, ldo);
   if (c + 8 <= n) {
     AccColumns<T, 1>(c, p, ldp, no, rows, nv, o, ldo);
