@@ -1196,7 +1196,7 @@ void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride
   WithRows<kMaxMultiRows>(na, [&](auto rows) { GemmInterleaved<K, decltype(rows)::value>(n, w, a, a_stride, out, ldo); });
 }
 
-// Interleaved Q4_K, 16 rows x NA activation rows (Q8_K), NA <= 4 per pass. Per super-block: the
+// Interleaved Q4_K, 16 rows x NA activation rows (Q8_K), NA <= 8 per pass. Per super-block: the
 // 16 rows' scales and mins unpacked once (x86_interleaved.h); per pair of sub-blocks, 8 chunks of
 // nibbles, each VPDPBUSD against the activation row's 4 bytes there broadcast (low nibbles: the
 // even sub-block, high: the odd one); the sub-block sums times their scales by VPMULLD, the mins
@@ -1207,7 +1207,7 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
   const int64_t nb = n / quant::kQKK;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[NA];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* blk = w + i * kK4IlBytes;
@@ -1217,27 +1217,33 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
     K4IlMins mins;
     K4IlMinPairs(sm, &mins);
     __m512i isum[NA];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) isum[r] = _mm512_setzero_si512();
     // The scales as int32 lanes, whole vectors (a partial reload of a stored vector would stall).
     __m512i sc32[8] = {K4IlScale<0>(sm), K4IlScale<1>(sm), K4IlScale<2>(sm), K4IlScale<3>(sm),
                        K4IlScale<4>(sm), K4IlScale<5>(sm), K4IlScale<6>(sm), K4IlScale<7>(sm)};
 #pragma GCC unroll 1
     for (int p = 0; p < 4; ++p) {
-      __m512i slo[NA][2], shi[NA][2];  // two chains each: even and odd chunks
-#pragma GCC unroll 4
-      for (int r = 0; r < NA; ++r) slo[r][0] = slo[r][1] = shi[r][0] = shi[r][1] = _mm512_setzero_si512();
+      // Up to 4 rows two chains each (even and odd chunks), more rows one each (16 chains either
+      // way keep VPDPBUSD's pipes busy; 8 rows of two would not fit the registers).
+      constexpr int kCh = NA <= 4 ? 2 : 1;
+      __m512i slo[NA][kCh], shi[NA][kCh];
+#pragma GCC unroll 8
+      for (int r = 0; r < NA; ++r) {
+#pragma GCC unroll 2
+        for (int h = 0; h < kCh; ++h) slo[r][h] = shi[r][h] = _mm512_setzero_si512();
+      }
       auto chunk = [&](int c) __attribute__((always_inline)) {
         PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
         // Loaded once (x86_interleaved.h: several rows are bound by vector loads).
         const __m512i v = LoadOnce(blk + 512 * p + 64 * c);
         // The high nibbles stay in place: 16 times the odd sub-block's sums (exact, divided below).
         const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_andnot_si512(m4, v);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < NA; ++r) {
           const int8_t* q = Row<BlockQ8_K>(a, a_stride, r)[i].qs + 64 * p + 4 * c;
-          slo[r][c & 1] = DpbusdBcast(slo[r][c & 1], lo, q);
-          shi[r][c & 1] = DpbusdBcast(shi[r][c & 1], hi, q + 32);
+          slo[r][c % kCh] = DpbusdBcast(slo[r][c % kCh], lo, q);
+          shi[r][c % kCh] = DpbusdBcast(shi[r][c % kCh], hi, q + 32);
         }
       };
       // Unrolled for any NA. (A short loop body for one row (decode) read faster while GCC
@@ -1246,33 +1252,36 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) chunk(c);
       const __m512i sc_lo = sc32[2 * p], sc_hi = sc32[2 * p + 1];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < NA; ++r) {
-        const __m512i s0 = _mm512_mullo_epi32(_mm512_add_epi32(slo[r][0], slo[r][1]), sc_lo);
-        const __m512i s1 = _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_add_epi32(shi[r][0], shi[r][1]), 4), sc_hi);
+        const __m512i lo = kCh == 2 ? _mm512_add_epi32(slo[r][0], slo[r][kCh - 1]) : slo[r][0];
+        const __m512i hi = kCh == 2 ? _mm512_add_epi32(shi[r][0], shi[r][kCh - 1]) : shi[r][0];
+        const __m512i s0 = _mm512_mullo_epi32(lo, sc_lo);
+        const __m512i s1 = _mm512_mullo_epi32(_mm512_srai_epi32(hi, 4), sc_hi);
         isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(s0, s1));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) acc[r] = K4IlAdd(acc[r], isum[r], Row<BlockQ8_K>(a, a_stride, r)[i], mins, blk);
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
 
-// A K-quant kernel of at most 4 activation rows (whose sums stay in registers) over `na` rows:
-// pass(rows, the first row's activations, its outputs) per 4 rows, rows an integral_constant.
-template <typename Pass>
-__attribute__((always_inline)) inline void InPassesOf4(int na, const void* a, size_t a_stride, float* out,
-                                                       int64_t ldo, Pass&& pass) {
+// A K-quant kernel of at most kRows activation rows (whose sums stay in registers) over `na`
+// rows: pass(rows, the first row's activations, its outputs) per kRows rows, rows an
+// integral_constant.
+template <int kRows, typename Pass>
+__attribute__((always_inline)) inline void InPasses(int na, const void* a, size_t a_stride, float* out, int64_t ldo,
+                                                    Pass&& pass) {
   const auto* ab = static_cast<const uint8_t*>(a);
-  for (int r0 = 0; r0 < na; r0 += 4) {
-    WithRows<4>(std::min(4, na - r0), [&](auto rows) { pass(rows, ab + r0 * a_stride, out + r0 * ldo); });
+  for (int r0 = 0; r0 < na; r0 += kRows) {
+    WithRows<kRows>(std::min(kRows, na - r0), [&](auto rows) { pass(rows, ab + r0 * a_stride, out + r0 * ldo); });
   }
 }
 
 void GemmQ4KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  InPassesOf4(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
+  InPasses<8>(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
     GemmQ4KIlPass<decltype(rows)::value>(n, static_cast<const uint8_t*>(w), ar, a_stride, o, ldo);
   });
 }
@@ -1372,7 +1381,7 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
 }
 
 void GemmQ6KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  InPassesOf4(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
+  InPasses<4>(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
     GemmQ6KIlPass<decltype(rows)::value>(n, static_cast<const uint8_t*>(w), ar, a_stride, o, ldo);
   });
 }
