@@ -16,7 +16,8 @@
 //    occurred before; the guesses are what followed it then. No model, nearly free.
 //  - ModelDrafter (`-md FILE`): a smaller model with the same vocabulary, run on this machine with
 //    its own KV cache (one sequence per sequence it drafts for); its greedy continuation is the
-//    guess.
+//    guess. A probe of failing guesses (after rounds without any) catches it up on the last
+//    kGapContext tokens only.
 //
 // How many guesses a round takes (SpeculationTuner): the k in {0} and [draft_min, draft_max] with
 // the most expected tokens per second, from the measured acceptance rate a (a round of k guesses
@@ -69,6 +70,9 @@ class Drafter {
                        double* guess_seconds) = 0;
   // Whether drafting costs compute on this machine (the tuner then weighs its measured time).
   virtual bool costly() const = 0;
+  // Whether the next Draft is a probe of guesses that have been failing: a drafter with state to
+  // catch up may then catch up on less (see ModelDrafter).
+  virtual void set_failing_probe(bool) {}
   // Tokens the sequence's sampler never picks (--ignore-eos): not worth guessing.
   void set_banned(std::vector<int32_t> banned) { banned_ = std::move(banned); }
 
@@ -99,6 +103,11 @@ class ModelDrafter : public Drafter {
   Status Draft(int32_t seq, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                double* guess_seconds) override;
   bool costly() const override { return true; }
+  void set_failing_probe(bool on) override { failing_probe_ = on; }
+  // Tokens the last Draft computed before its first guess (its catch-up batch).
+  int64_t last_catch_up() const { return last_catch_up_; }
+  // The most new tokens the catch-up of a failing probe computes (the last ones; see Draft).
+  static constexpr size_t kGapContext = 16;
 
  private:
   ModelDrafter(std::string path, std::unique_ptr<model::Model> m, int threads, int64_t n_ctx);
@@ -107,6 +116,8 @@ class ModelDrafter : public Drafter {
   std::unique_ptr<exec::LocalExecutor> exec_;
   std::map<int32_t, std::vector<int32_t>> cached_;  // per sequence, the tokens in the draft's cache
   std::map<int32_t, size_t> seen_;                  // and the most it has held (engine/prefix.h)
+  int64_t last_catch_up_ = 0;
+  bool failing_probe_ = false;
 };
 
 // Checks that a draft vocabulary equals the target's (size and every token's text): InvalidArgument
@@ -129,6 +140,8 @@ class SpeculationTuner {
   // drafting took `draft_seconds` for `drafted` guesses.
   void Record(int k, int accepted, double seconds, int drafted, double draft_seconds);
   double acceptance() const { return alpha_; }
+  // Whether the last Choose was a probe (guesses were not worth a round, tried now and then).
+  bool probing() const { return probing_; }
 
  private:
   int min_, max_;
@@ -142,6 +155,7 @@ class SpeculationTuner {
   int skipped_ = 0;                // rounds not speculated since the last probe
   static constexpr int kFirstProbe = 8, kLastProbe = 128;
   int probe_every_ = kFirstProbe;  // rounds between probes while speculation does not pay
+  bool probing_ = false;
 };
 
 // Running totals of speculation, for the stats lines and bench.

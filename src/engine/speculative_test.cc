@@ -88,11 +88,12 @@ TEST(SpeculationTunerTest, SpeculatesWhenGuessesPayAndStopsWhenTheyFail) {
   }
   EXPECT_GE(probes, 2);
   EXPECT_LE(probes, 6);
-  // A drafter that costs compute takes one guess until its cost is known, and a draft as slow
+  // A drafter that costs compute takes two guesses until its cost is known, and a draft as slow
   // as the step it saves is not worth it even when every guess is accepted.
   SpeculationTuner c(0, 16);
   c.Record(0, 0, 0.020, 0, 0);
-  EXPECT_EQ(c.Choose(16, true), 1);
+  EXPECT_EQ(c.Choose(16, true), 2);
+  EXPECT_EQ(c.Choose(1, true), 1);  // the caller's limit first
   for (int i = 0; i < 40; ++i) {
     const int k = c.Choose(16, true);
     c.Record(k, k, 0.020 + 0.020 * k, k, 0.030 * k);
@@ -119,6 +120,23 @@ TEST(SpeculationTunerTest, FailingGuessesStopSpeculationWithinThreeRounds) {
   EXPECT_GE(rounds, 1);
   EXPECT_LE(rounds, 3);
   EXPECT_LT(t.acceptance(), 0.25);
+}
+
+// The model as its own draft behind links: every guess accepted, a step 30 ms, a verified row
+// 0.5 ms, a guess 12 ms. A round of one guess is never timed (the draft's catch-up batch makes
+// it: ModelDrafter reports no time), so the measuring rounds take two guesses, and the rounds
+// grow once the cost is known.
+TEST(SpeculationTunerTest, ACostlyDrafterWhoseSingleGuessesAreUntimedStillGetsMeasured) {
+  SpeculationTuner t(0, 16);
+  t.Record(0, 0, 0.030, 0, 0);
+  int k = 0;
+  for (int i = 0; i < 20; ++i) {
+    k = t.Choose(16, true);
+    ASSERT_GT(k, 0) << i;
+    const int timed = k > 1 ? k : 0;
+    t.Record(k, k, 0.030 + 0.0005 * k, timed, 0.012 * timed);
+  }
+  EXPECT_GT(k, 4);
 }
 
 // A draft model's guess time is its own forwards': when the catch-up batch (the tokens the draft
@@ -148,6 +166,43 @@ TEST(ModelDrafterTest, AGuessMadeByTheCatchUpBatchIsNotTimed) {
   ASSERT_TRUE((*d)->Draft(0, tokens, 3, &out, &s).ok());
   EXPECT_EQ(out.size(), 3u);
   EXPECT_GT(s, 0);
+  EXPECT_EQ((*d)->last_catch_up(), 2);
+}
+
+// A probe of failing guesses after a gap (plain steps the tuner chose) catches a draft model up
+// on the last kGapContext tokens only, so it costs the same however long the gap; the first call
+// takes the whole prompt, any other call the whole gap, and guesses keep coming from the partial
+// cache.
+TEST(ModelDrafterTest, AProbeAfterAGapCatchesUpOnTheLastTokensOnly) {
+  const std::string path = (Models() / "stories260K.gguf").string();
+  if (!fs::exists(path)) GTEST_SKIP() << "no shared reference models";
+  Result<model::Model> m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  Result<tokenizer::Vocab> v = tokenizer::Vocab::FromGguf(m->file());
+  ASSERT_TRUE(v.ok());
+  Result<std::unique_ptr<ModelDrafter>> d = ModelDrafter::Open(path, *v, path, 1, 256);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  std::vector<int32_t> tokens = {1}, out;
+  for (int i = 0; i < 39; ++i) tokens.push_back(300 + i);
+  double s = 0;
+  ASSERT_TRUE((*d)->Draft(0, tokens, 2, &out, &s).ok());
+  EXPECT_EQ((*d)->last_catch_up(), 40);  // the whole prompt
+  for (int i = 0; i < 20; ++i) tokens.push_back(400 + i);  // a gap of 20 tokens, not a failing probe
+  out.clear();
+  ASSERT_TRUE((*d)->Draft(0, tokens, 2, &out, &s).ok());
+  EXPECT_EQ((*d)->last_catch_up(), 20);  // the whole gap
+  tokens.push_back(out[0]);
+  for (int i = 0; i < 50; ++i) tokens.push_back(450 + i);  // a gap of 50 tokens (ids below 512), then a failing probe
+  (*d)->set_failing_probe(true);
+  for (int round = 0; round < 3; ++round) {
+    out.clear();
+    ASSERT_TRUE((*d)->Draft(0, tokens, 3, &out, &s).ok());
+    EXPECT_EQ(out.size(), 3u);
+    if (round == 0) EXPECT_EQ((*d)->last_catch_up(), static_cast<int64_t>(ModelDrafter::kGapContext));
+    tokens.push_back(out[0]);  // the first guess accepted, then a correction
+    tokens.push_back(7);
+  }
+  EXPECT_EQ((*d)->last_catch_up(), 1);  // steady rounds: the accepted guess is cached, the correction is new
 }
 
 // ---- greedy identity ----
