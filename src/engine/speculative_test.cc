@@ -139,17 +139,22 @@ TEST(SpeculationTunerTest, ACostlyDrafterWhoseSingleGuessesAreUntimedStillGetsMe
   EXPECT_GT(k, 4);
 }
 
+// The model at `path` as a draft model for itself.
+Result<std::unique_ptr<ModelDrafter>> SelfDrafter(const std::string& path, int64_t n_ctx) {
+  Result<model::Model> m = model::Model::Load(path);
+  if (!m.ok()) return m.status();
+  Result<tokenizer::Vocab> v = tokenizer::Vocab::FromGguf(m->file());
+  if (!v.ok()) return v.status();
+  return ModelDrafter::Open(path, *v, path, 1, n_ctx);
+}
+
 // A draft model's guess time is its own forwards': when the catch-up batch (the tokens the draft
 // has not seen) makes the only guess, the time is not measured (-1) rather than 0, which would
 // tell the tuner that guessing is free.
 TEST(ModelDrafterTest, AGuessMadeByTheCatchUpBatchIsNotTimed) {
   const std::string path = (Models() / "stories260K.gguf").string();
   if (!fs::exists(path)) GTEST_SKIP() << "no shared reference models";
-  Result<model::Model> m = model::Model::Load(path);
-  ASSERT_TRUE(m.ok());
-  Result<tokenizer::Vocab> v = tokenizer::Vocab::FromGguf(m->file());
-  ASSERT_TRUE(v.ok());
-  Result<std::unique_ptr<ModelDrafter>> d = ModelDrafter::Open(path, *v, path, 1, 128);
+  Result<std::unique_ptr<ModelDrafter>> d = SelfDrafter(path, 128);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   std::vector<int32_t> tokens = {1, 400, 401, 402}, out;
   double s = 0;
@@ -176,11 +181,7 @@ TEST(ModelDrafterTest, AGuessMadeByTheCatchUpBatchIsNotTimed) {
 TEST(ModelDrafterTest, AProbeAfterAGapCatchesUpOnTheLastTokensOnly) {
   const std::string path = (Models() / "stories260K.gguf").string();
   if (!fs::exists(path)) GTEST_SKIP() << "no shared reference models";
-  Result<model::Model> m = model::Model::Load(path);
-  ASSERT_TRUE(m.ok());
-  Result<tokenizer::Vocab> v = tokenizer::Vocab::FromGguf(m->file());
-  ASSERT_TRUE(v.ok());
-  Result<std::unique_ptr<ModelDrafter>> d = ModelDrafter::Open(path, *v, path, 1, 256);
+  Result<std::unique_ptr<ModelDrafter>> d = SelfDrafter(path, 256);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   std::vector<int32_t> tokens = {1}, out;
   for (int i = 0; i < 39; ++i) tokens.push_back(300 + i);

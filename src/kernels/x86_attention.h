@@ -80,6 +80,27 @@ inline float HsumPairs(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)));
 }
 
+// Calls f(std::integral_constant<int, R>{}, r) for tiles of R = 4 rows from row r = 0, then one
+// tile of the 1-3 rows left: the row tiling every kernel below uses.
+template <typename F>
+inline void InRowTiles(int64_t n, F&& f) {
+  int64_t r = 0;
+  for (; r + 4 <= n; r += 4) f(std::integral_constant<int, 4>{}, r);
+  switch (n - r) {
+    case 3:
+      f(std::integral_constant<int, 3>{}, r);
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>{}, r);
+      break;
+    case 1:
+      f(std::integral_constant<int, 1>{}, r);
+      break;
+    default:
+      break;
+  }
+}
+
 // QR query rows x KR key rows of scores.
 template <TensorType T, int QR, int KR>
 inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const* rows, float* s,
@@ -139,21 +160,9 @@ inline void ScoreTile(int64_t n, const float* q, int64_t ldq, const void* const*
 template <TensorType T, int KR>
 inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq,
                          const void* const* rows, float* s, int64_t lds) {
-  int64_t r = 0;
-  for (; r + 4 <= nq; r += 4) ScoreTile<T, 4, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
-  switch (nq - r) {
-    case 3:
-      ScoreTile<T, 3, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
-      break;
-    case 2:
-      ScoreTile<T, 2, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
-      break;
-    case 1:
-      ScoreTile<T, 1, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
-      break;
-    default:
-      break;
-  }
+  InRowTiles(nq, [&](auto qr, int64_t r) {
+    ScoreTile<T, decltype(qr)::value, KR>(n, q + r * ldq, ldq, rows, s + r * lds, lds);
+  });
 }
 
 #ifdef __AVX512F__
@@ -289,21 +298,9 @@ inline void AccTile16(int64_t c, const float* p, int64_t ldp, const void* const*
 template <TensorType T, int NV>
 inline void AccColumns16(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows, int64_t nv,
                          float* o, int64_t ldo) {
-  int64_t r = 0;
-  for (; r + 4 <= no; r += 4) AccTile16<T, 4, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-  switch (no - r) {
-    case 3:
-      AccTile16<T, 3, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-      break;
-    case 2:
-      AccTile16<T, 2, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-      break;
-    case 1:
-      AccTile16<T, 1, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-      break;
-    default:
-      break;
-  }
+  InRowTiles(no, [&](auto orows, int64_t r) {
+    AccTile16<T, decltype(orows)::value, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+  });
 }
 #endif  // __AVX512F__
 
@@ -363,21 +360,9 @@ inline void AccTile(int64_t c, const float* p, int64_t ldp, const void* const* r
 template <TensorType T, int NV>
 inline void AccColumns(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows,
                        int64_t nv, float* o, int64_t ldo) {
-  int64_t r = 0;
-  for (; r + 4 <= no; r += 4) AccTile<T, 4, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-  switch (no - r) {
-    case 3:
-      AccTile<T, 3, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-      break;
-    case 2:
-      AccTile<T, 2, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-      break;
-    case 1:
-      AccTile<T, 1, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-      break;
-    default:
-      break;
-  }
+  InRowTiles(no, [&](auto orows, int64_t r) {
+    AccTile<T, decltype(orows)::value, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+  });
 }
 
 template <TensorType T>
