@@ -14,13 +14,17 @@
 //
 // The AVX-512 build does both in 512-bit vectors where the row length is a multiple of 16 (every
 // head dimension of today's models): scores by tiles of 4 x 4 with one reduction network for all
-// 16 (ScoreTile16), the accumulation by 4 rows x 32 columns (AccTile16, the same bits as AccTile).
+// 16 (ScoreTile16), the accumulation by 4 rows x 32 columns (AccTile in 16 lanes, the same bits).
 #pragma once
 
 #include "kernels/x86_common.h"
 
 namespace tandem::kernels::x86 {
 namespace {
+
+#pragma GCC diagnostic push  // GCC 12's false positive on its own 512-bit intrinsics, as in x86_common.h
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 template <TensorType T>
 struct Rows;
@@ -32,7 +36,11 @@ struct Rows<TensorType::kF32> {
     return _mm256_loadu_ps(static_cast<const float*>(r) + i);
   }
   static float At(const void* r, int64_t i) { return static_cast<const float*>(r)[i]; }
+  static float ScaleOf(const void*, int64_t) { return 1.0f; }
   static __m256 Scale(const void*, int64_t) { return _mm256_set1_ps(1.0f); }
+#ifdef __AVX512F__
+  static __m512 Load16(const void* r, int64_t i) { return _mm512_loadu_ps(static_cast<const float*>(r) + i); }
+#endif
 };
 
 template <>
@@ -42,7 +50,13 @@ struct Rows<TensorType::kF16> {
     return _mm256_cvtph_ps(Load128(static_cast<const uint16_t*>(r) + i));
   }
   static float At(const void* r, int64_t i) { return H2F(static_cast<const uint16_t*>(r)[i]); }
+  static float ScaleOf(const void*, int64_t) { return 1.0f; }
   static __m256 Scale(const void*, int64_t) { return _mm256_set1_ps(1.0f); }
+#ifdef __AVX512F__
+  static __m512 Load16(const void* r, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(r) + i)));
+  }
+#endif
 };
 
 template <>
@@ -58,9 +72,15 @@ struct Rows<TensorType::kQ8_0> {
     return H2F(b.d) * b.qs[i % quant::kQK];
   }
   // The scale of the block holding element i.
-  static __m256 Scale(const void* r, int64_t i) {
-    return _mm256_set1_ps(H2F(static_cast<const BlockQ8_0*>(r)[i / quant::kQK].d));
+  static float ScaleOf(const void* r, int64_t i) { return H2F(static_cast<const BlockQ8_0*>(r)[i / quant::kQK].d); }
+  static __m256 Scale(const void* r, int64_t i) { return _mm256_set1_ps(ScaleOf(r, i)); }
+#ifdef __AVX512F__
+  static __m512 Load16(const void* r, int64_t i) {
+    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / quant::kQK];
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % quant::kQK));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
   }
+#endif
 };
 
 // Lane l of the result = sum of the 8 lanes of v[l], added as ((x0 + x1) + (x2 + x3)) +
@@ -168,38 +188,6 @@ inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq,
 #ifdef __AVX512F__
 // ---- 512-bit tiles (the AVX-512 build), for rows whose length is a multiple of 16 ----
 
-template <TensorType T>
-struct Rows16;
-
-template <>
-struct Rows16<TensorType::kF32> {
-  static constexpr bool kScaled = false;
-  static __m512 Load(const void* r, int64_t i) { return _mm512_loadu_ps(static_cast<const float*>(r) + i); }
-  static __m512 Scale(const void*, int64_t) { return _mm512_set1_ps(1.0f); }
-};
-
-template <>
-struct Rows16<TensorType::kF16> {
-  static constexpr bool kScaled = false;
-  static __m512 Load(const void* r, int64_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(r) + i)));
-  }
-  static __m512 Scale(const void*, int64_t) { return _mm512_set1_ps(1.0f); }
-};
-
-template <>
-struct Rows16<TensorType::kQ8_0> {
-  static constexpr bool kScaled = true;  // Load gives the integers; multiply by Scale
-  static __m512 Load(const void* r, int64_t i) {
-    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / quant::kQK];
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % quant::kQK));
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
-  }
-  static __m512 Scale(const void* r, int64_t i) {
-    return _mm512_set1_ps(H2F(static_cast<const BlockQ8_0*>(r)[i / quant::kQK].d));
-  }
-};
-
 // Scores of 4 query rows x 4 key rows, n % 16 == 0: 16 accumulators of 16-lane partial sums,
 // then one reduction network for all 16 (halves, quarters, pairs, neighbours), which applies the
 // same additions to every accumulator's lanes: a score gets the same bits in any slot of any
@@ -208,7 +196,7 @@ struct Rows16<TensorType::kQ8_0> {
 template <TensorType T>
 inline void ScoreTile16(int64_t n, const float* q, int64_t ldq, int nq, const void* const* rows, int nk, float* s,
                         int64_t lds) {
-  using R = Rows16<T>;
+  using R = Rows<T>;
   const float* qr[4];
   const void* kr[4];
 #pragma GCC unroll 4
@@ -224,8 +212,8 @@ inline void ScoreTile16(int64_t n, const float* q, int64_t ldq, int nq, const vo
     for (int r = 0; r < 4; ++r) qv[r] = _mm512_loadu_ps(qr[r] + i);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      __m512 kv = R::Load(kr[k], i);
-      if constexpr (R::kScaled) kv = _mm512_mul_ps(kv, R::Scale(kr[k], i));
+      __m512 kv = R::Load16(kr[k], i);
+      if constexpr (R::kScaled) kv = _mm512_mul_ps(kv, _mm512_set1_ps(R::ScaleOf(kr[k], i)));
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) a[4 * r + k] = _mm512_fmadd_ps(qv[r], kv, a[4 * r + k]);
     }
@@ -266,42 +254,6 @@ void Scores16(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* co
   }
 }
 
-// OR output rows x 16*NV columns starting at column c, over all nv value rows: AccTile's
-// operations per element in 512-bit vectors (the same bits).
-template <TensorType T, int OR, int NV>
-inline void AccTile16(int64_t c, const float* p, int64_t ldp, const void* const* rows, int64_t nv, float* o,
-                      int64_t ldo) {
-  using R = Rows16<T>;
-  __m512 acc[OR][NV];
-#pragma GCC unroll 4
-  for (int r = 0; r < OR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_loadu_ps(o + r * ldo + c + 16 * v);
-  for (int64_t j = 0; j < nv; ++j) {
-    __m512 x[NV];
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) {
-      x[v] = R::Load(rows[j], c + 16 * v);
-      if constexpr (R::kScaled) x[v] = _mm512_mul_ps(x[v], R::Scale(rows[j], c + 16 * v));
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < OR; ++r) {
-      const __m512 w = _mm512_set1_ps(p[r * ldp + j]);
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(w, x[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < OR; ++r)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + r * ldo + c + 16 * v, acc[r][v]);
-}
-
-template <TensorType T, int NV>
-inline void AccColumns16(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows, int64_t nv,
-                         float* o, int64_t ldo) {
-  InRowTiles(no, [&](auto orows, int64_t r) {
-    AccTile16<T, decltype(orows)::value, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
-  });
-}
 #endif  // __AVX512F__
 
 template <TensorType T>
@@ -327,41 +279,71 @@ void AttnScores(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t
   }
 }
 
-// OR output rows x 8*NV columns starting at column c, over all nv value rows.
-template <TensorType T, int OR, int NV>
+// Float vectors of W lanes, for the kernels written once for both widths.
+template <int W>
+struct Lanes;
+
+template <>
+struct Lanes<8> {
+  using V = __m256;
+  static V Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V Set1(float x) { return _mm256_set1_ps(x); }
+  static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  template <TensorType T>
+  static V Row(const void* r, int64_t i) { return Rows<T>::Load8(r, i); }
+};
+
+#ifdef __AVX512F__
+template <>
+struct Lanes<16> {
+  using V = __m512;
+  static V Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V Set1(float x) { return _mm512_set1_ps(x); }
+  static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  template <TensorType T>
+  static V Row(const void* r, int64_t i) { return Rows<T>::Load16(r, i); }
+};
+#endif
+
+// OR output rows x W*NV columns starting at column c, over all nv value rows, in vectors of W
+// lanes: the same operations per element for either width.
+template <TensorType T, int OR, int NV, int W>
 inline void AccTile(int64_t c, const float* p, int64_t ldp, const void* const* rows, int64_t nv,
                     float* o, int64_t ldo) {
   using R = Rows<T>;
-  __m256 acc[OR][NV];
+  using L = Lanes<W>;
+  typename L::V acc[OR][NV];
 #pragma GCC unroll 4
   for (int r = 0; r < OR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_loadu_ps(o + r * ldo + c + 8 * v);
+    for (int v = 0; v < NV; ++v) acc[r][v] = L::Load(o + r * ldo + c + W * v);
   for (int64_t j = 0; j < nv; ++j) {
-    __m256 x[NV];
+    typename L::V x[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) x[v] = R::Load8(rows[j], c + 8 * v);
-    if constexpr (R::kScaled) {
-      const __m256 d = R::Scale(rows[j], c);  // c is a multiple of 16: one block
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) x[v] = _mm256_mul_ps(x[v], d);
+    for (int v = 0; v < NV; ++v) {
+      x[v] = L::template Row<T>(rows[j], c + W * v);
+      if constexpr (R::kScaled) x[v] = L::Mul(x[v], L::Set1(R::ScaleOf(rows[j], c + W * v)));
     }
 #pragma GCC unroll 4
     for (int r = 0; r < OR; ++r) {
-      const __m256 w = _mm256_broadcast_ss(p + r * ldp + j);
+      const typename L::V w = L::Set1(p[r * ldp + j]);
 #pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(w, x[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = L::Fma(w, x[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < OR; ++r)
-    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(o + r * ldo + c + 8 * v, acc[r][v]);
+    for (int v = 0; v < NV; ++v) L::Store(o + r * ldo + c + W * v, acc[r][v]);
 }
 
-template <TensorType T, int NV>
+template <TensorType T, int NV, int W>
 inline void AccColumns(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows,
                        int64_t nv, float* o, int64_t ldo) {
   InRowTiles(no, [&](auto orows, int64_t r) {
-    AccTile<T, decltype(orows)::value, NV>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
+    AccTile<T, decltype(orows)::value, NV, W>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
   });
 }
 
@@ -370,12 +352,12 @@ void AccumulateT(int64_t n, const float* p, int64_t ldp, int64_t no, const void*
                  int64_t nv, float* o, int64_t ldo) {
   int64_t c = 0;
 #ifdef __AVX512F__
-  for (; c + 32 <= n; c += 32) AccColumns16<T, 2>(c, p, ldp, no, rows, nv, o, ldo);
-  for (; c + 16 <= n; c += 16) AccColumns16<T, 1>(c, p, ldp, no, rows, nv, o, ldo);
+  for (; c + 32 <= n; c += 32) AccColumns<T, 2, 16>(c, p, ldp, no, rows, nv, o, ldo);
+  for (; c + 16 <= n; c += 16) AccColumns<T, 1, 16>(c, p, ldp, no, rows, nv, o, ldo);
 #endif
-  for (; c + 16 <= n; c += 16) AccColumns<T, 2>(c, p, ldp, no, rows, nv, o, ldo);
+  for (; c + 16 <= n; c += 16) AccColumns<T, 2, 8>(c, p, ldp, no, rows, nv, o, ldo);
   if (c + 8 <= n) {
-    AccColumns<T, 1>(c, p, ldp, no, rows, nv, o, ldo);
+    AccColumns<T, 1, 8>(c, p, ldp, no, rows, nv, o, ldo);
     c += 8;
   }
   for (; c < n; ++c) {  // F32 / F16 rows whose length is not a multiple of 8
@@ -435,6 +417,8 @@ float ExpSum(const float* x, float m, float* y, int64_t n) {
 inline void FillAttention(KernelTable* t) {
   t->attn = AttnOps{Fp32ToFp16, Fp16ToFp32, ExpSum, AttnScores, AttnAccumulate};
 }
+
+#pragma GCC diagnostic pop
 
 }  // namespace
 }  // namespace tandem::kernels::x86
