@@ -220,7 +220,7 @@ TEST(KernelsTest, FloatOpsMatchReference) {
   for (const KernelTable* t : Available()) {
     const FloatOps& f = t->f;
     SCOPED_TRACE(IsaName(t->isa));
-    for (int64_t n : {1, 7, 16, 64, 100, 4096}) {
+    for (int64_t n : {1, 7, 16, 31, 64, 100, 4096}) {  // 31: a 16-wide step, an 8-wide one and a tail
       std::vector<float> x = Random(n, 11), w = Random(n, 12), y0(n), y1(n);
       r.rmsnorm(x.data(), w.data(), y0.data(), n, 1e-5f);
       f.rmsnorm(x.data(), w.data(), y1.data(), n, 1e-5f);
@@ -317,7 +317,7 @@ TEST(KernelsTest, AttnScoresAndAccumulateMatchReference) {
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0}) {
     for (int64_t n : {32, 64, 128, 40, 12}) {
       if (type == TensorType::kQ8_0 && n % 32 != 0) continue;
-      for (int64_t nq : {1, 3, 4, 9}) {
+      for (int64_t nq : {1, 3, 4, 9, 40, 70}) {  // 40, 70: whole 16-row tiles, pairs of them, 64-row blocks
         for (int64_t nk : {1, 2, 7, 33}) {
           SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " n=" + std::to_string(n) +
                        " nq=" + std::to_string(nq) + " nk=" + std::to_string(nk));
@@ -357,7 +357,7 @@ TEST(KernelsTest, AttnScoresAndAccumulateMatchReference) {
 TEST(KernelsTest, AttnRowsAreTheSameAloneAndInAGroup) {
   for (const KernelTable* t : Available()) {
     for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0}) {
-      const int64_t n = 64, nk = 37, nq = 9, ld = n + 3, lds = nk + 1;
+      const int64_t n = 64, nk = 37, nq = 41, ld = n + 3, lds = nk + 1;
       SCOPED_TRACE(std::string(IsaName(t->isa)) + " " + std::string(gguf::TensorTypeName(type)));
       std::vector<float> q = Random(nq * ld, 7);
       std::vector<std::vector<uint8_t>> rows;

@@ -13,8 +13,10 @@
 // value vector is converted once for 4 output rows (outer-product form, no horizontal sums).
 //
 // The AVX-512 build does both in 512-bit vectors where the row length is a multiple of 16 (every
-// head dimension of today's models): scores by tiles of 4 x 4 with one reduction network for all
-// 16 (ScoreTile16), the accumulation by 4 rows x 32 columns (AccTile in 16 lanes, the same bits).
+// head dimension of today's models): scores as one fused multiply-add chain per score over the
+// elements in order, with the query rows in the lanes (RowScores) or, for calls of few rows,
+// the keys (KeyScores), the same bits either way; the accumulation by 4 rows x 32 columns
+// (AccTile in 16 lanes, the same bits as in 8).
 #pragma once
 
 #include "kernels/x86_common.h"
@@ -186,72 +188,216 @@ inline void ScoreColumns(int64_t n, const float* q, int64_t ldq, int64_t nq,
 }
 
 #ifdef __AVX512F__
-// ---- 512-bit tiles (the AVX-512 build), for rows whose length is a multiple of 16 ----
+// ---- 512-bit scores (the AVX-512 build), for rows whose length is a multiple of 16 ----
+//
+// The query rows go in the lanes: score (r, j) is one fused multiply-add chain over the
+// elements in order, acc = fma(q_r[e], k_j[e], acc) from zero, in lane r of a vector. So a score
+// has the same bits in any lane of any tile, alone or in a group, and no horizontal sums are
+// needed (a tile of 4 query rows x 4 keys with lane-wise partial sums spent about as many
+// operations on its reduction as on its products at head dimension 64). The queries are
+// transposed once per call (16 x 16 blocks in registers), each key row converted to floats
+// once per call.
 
-// Scores of 4 query rows x 4 key rows, n % 16 == 0: 16 accumulators of 16-lane partial sums,
-// then one reduction network for all 16 (halves, quarters, pairs, neighbours), which applies the
-// same additions to every accumulator's lanes: a score gets the same bits in any slot of any
-// tile. Only nq <= 4 rows and nk <= 4 keys are real; the other slots repeat the last real one and
-// are not stored. Result lane 4k + r holds score (r, k).
-template <TensorType T>
-inline void ScoreTile16(int64_t n, const float* q, int64_t ldq, int nq, const void* const* rows, int nk, float* s,
-                        int64_t lds) {
-  using R = Rows<T>;
-  const float* qr[4];
-  const void* kr[4];
+inline constexpr int64_t kRowScoreMaxN = 256;  // longest rows of this path (head dimension)
+inline constexpr int kRowScoreRows = 64;       // query rows transposed at once
+inline constexpr int kRowScoreKeys = 8;        // keys per tile: 8 accumulator chains per row vector
+inline constexpr int64_t kKeyLaneRowsBelow = 16;  // calls of fewer query rows put the keys in the lanes
+
+// w[e], 128-bit lane L: lane 4L + e of a[0], a[1], a[2], a[3] (the first two steps of a transpose).
+inline void Gather4(const __m512 a[4], __m512 w[4]) {
+  auto lo64 = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+  auto hi64 = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+  const __m512 t0 = _mm512_unpacklo_ps(a[0], a[1]), t1 = _mm512_unpackhi_ps(a[0], a[1]);
+  const __m512 t2 = _mm512_unpacklo_ps(a[2], a[3]), t3 = _mm512_unpackhi_ps(a[2], a[3]);
+  w[0] = lo64(t0, t2);
+  w[1] = hi64(t0, t2);
+  w[2] = lo64(t1, t3);
+  w[3] = hi64(t1, t3);
+}
+
+// out[i] lane l = in[l] lane i (a 16 x 16 transpose).
+inline void Transpose16(__m512 r[16]) {
+  __m512 u[16];  // u[4k + e], 128-bit lane L: element 4L + e of rows 4k..4k+3
 #pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r) qr[r] = q + std::min(r, nq - 1) * ldq;
+  for (int k = 0; k < 4; ++k) Gather4(r + 4 * k, u + 4 * k);
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) kr[k] = rows[std::min(k, nk - 1)];
-  __m512 a[16];
-#pragma GCC unroll 16
-  for (int v = 0; v < 16; ++v) a[v] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    __m512 qv[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) qv[r] = _mm512_loadu_ps(qr[r] + i);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      __m512 kv = R::Load16(kr[k], i);
-      if constexpr (R::kScaled) kv = _mm512_mul_ps(kv, _mm512_set1_ps(R::ScaleOf(kr[k], i)));
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) a[4 * r + k] = _mm512_fmadd_ps(qv[r], kv, a[4 * r + k]);
-    }
-  }
-  __m512 t[8], u[4], v[2];
-#pragma GCC unroll 8
-  for (int m = 0; m < 8; ++m) {  // lanes j + j+8: 128-bit blocks 0-1 of a[2m], then a[2m+1]
-    t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44),
-                         _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
-  }
-#pragma GCC unroll 4
-  for (int m = 0; m < 4; ++m) {  // + j+4: block b holds a[4m + b]'s 4 partial sums
-    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x88),
-                         _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xDD));
-  }
-#pragma GCC unroll 2
-  for (int m = 0; m < 2; ++m) {  // + j+2, within each block
-    v[m] = _mm512_add_ps(_mm512_unpacklo_ps(u[2 * m], u[2 * m + 1]), _mm512_unpackhi_ps(u[2 * m], u[2 * m + 1]));
-  }
-  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),  // + j+1
-                                 _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  float out[16];
-  _mm512_storeu_ps(out, w);
-  for (int r = 0; r < nq; ++r) {
-    for (int k = 0; k < nk; ++k) s[r * lds + k] = out[4 * k + r];
+  for (int e = 0; e < 4; ++e) {  // 128-bit lane k of out[4L + e] = lane L of u[4k + e]
+    const __m512 p0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), p1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
+    const __m512 p2 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+    const __m512 p3 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
+    r[e] = _mm512_shuffle_f32x4(p0, p2, 0x88);
+    r[8 + e] = _mm512_shuffle_f32x4(p0, p2, 0xDD);
+    r[4 + e] = _mm512_shuffle_f32x4(p1, p3, 0x88);
+    r[12 + e] = _mm512_shuffle_f32x4(p1, p3, 0xDD);
   }
 }
 
+// qt[e * 16 + l] = element e of query row min(l, nr - 1), e < n: rows past nr repeat the last
+// (their lanes are computed and not stored).
+inline void TransposeQueries(const float* q, int64_t ldq, int nr, int64_t n, float* qt) {
+  for (int64_t e0 = 0; e0 < n; e0 += 16) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) r[l] = _mm512_loadu_ps(q + std::min(l, nr - 1) * ldq + e0);
+    Transpose16(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) _mm512_store_ps(qt + (e0 + i) * 16, r[i]);
+  }
+}
+
+// Requests key rows [j, j + count) (those of the next tile) into L1 while a tile works: a call's
+// key rows were last read a forward ago (the weights streamed since pushed them out).
+inline void PrefetchKeys(const void* const* rows, int64_t nk, int64_t j, int count, int64_t row_bytes) {
+  for (int64_t k = j; k < std::min(nk, j + count); ++k) {
+    const char* r = static_cast<const char*>(rows[k]);
+    for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
+  }
+}
+
+// Stores acc[j] (lane l: row l, key j) to s[l * lds + j] for l < nr, j < nj.
+inline void StoreRowScores(const __m512 acc[kRowScoreKeys], int nr, int nj, float* s, int64_t lds) {
+  __m512 w[2][4];  // w[h][e], 128-bit lane L: keys 4h..4h+3 of row 4L + e
+  Gather4(acc, w[0]);
+  Gather4(acc + 4, w[1]);
+  if (nr == 16 && nj == kRowScoreKeys) {
+#pragma GCC unroll 4
+    for (int L = 0; L < 4; ++L) {
+#pragma GCC unroll 4
+      for (int e = 0; e < 4; ++e) {
+        float* row = s + (4 * L + e) * lds;
+        _mm_storeu_ps(row, _mm512_extractf32x4_ps(w[0][e], L));
+        _mm_storeu_ps(row + 4, _mm512_extractf32x4_ps(w[1][e], L));
+      }
+    }
+    return;
+  }
+  alignas(64) float tile[2][4][16];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; ++e) _mm512_store_ps(tile[h][e], w[h][e]);
+  }
+  for (int l = 0; l < nr; ++l) {
+    for (int j = 0; j < nj; ++j) s[l * lds + j] = tile[j / 4][l % 4][4 * (l / 4) + j % 4];
+  }
+}
+
+// Scores of RT x 16 query rows (qt: RT blocks of n x 16, the rows' transposes) against the
+// kRowScoreKeys keys in kb (kb[j * n + e]), stored for the nr rows and nj keys that are real.
+template <int RT>
+inline void RowScoreTile(int64_t n, const float* qt, const float* kb, int nr, int nj, float* s, int64_t lds) {
+  __m512 acc[RT][kRowScoreKeys];
+#pragma GCC unroll 2
+  for (int t = 0; t < RT; ++t) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kRowScoreKeys; ++j) acc[t][j] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 2
+  for (int64_t e = 0; e < n; ++e) {
+    __m512 qv[RT];
+#pragma GCC unroll 2
+    for (int t = 0; t < RT; ++t) qv[t] = _mm512_load_ps(qt + (t * n + e) * 16);
+#pragma GCC unroll 8
+    for (int j = 0; j < kRowScoreKeys; ++j) {
+      const __m512 kv = _mm512_set1_ps(kb[j * n + e]);
+#pragma GCC unroll 2
+      for (int t = 0; t < RT; ++t) acc[t][j] = _mm512_fmadd_ps(qv[t], kv, acc[t][j]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < RT; ++t) StoreRowScores(acc[t], std::min(16, nr - 16 * t), nj, s + 16 * t * lds, lds);
+}
+
+template <TensorType T>
+void RowScores(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows, int64_t nk, float* s,
+               int64_t lds) {
+  using R = Rows<T>;
+  alignas(64) float qt[kRowScoreRows * kRowScoreMaxN];
+  alignas(64) float kb[kRowScoreKeys * kRowScoreMaxN];
+  const int64_t row_bytes = static_cast<int64_t>(quant::RowBytes(T, n));
+  for (int64_t r0 = 0; r0 < nq; r0 += kRowScoreRows) {
+    const int nrs = static_cast<int>(std::min<int64_t>(kRowScoreRows, nq - r0));
+    const int nv = (nrs + 15) / 16;
+    for (int v = 0; v < nv; ++v) {
+      TransposeQueries(q + (r0 + 16 * v) * ldq, ldq, std::min(16, nrs - 16 * v), n, qt + v * 16 * n);
+    }
+    for (int64_t j0 = 0; j0 < nk; j0 += kRowScoreKeys) {
+      const int nj = static_cast<int>(std::min<int64_t>(kRowScoreKeys, nk - j0));
+      PrefetchKeys(rows, nk, j0 + kRowScoreKeys, kRowScoreKeys, row_bytes);
+      for (int j = 0; j < kRowScoreKeys; ++j) {  // a partial tile repeats its last key
+        const void* row = rows[j0 + std::min(j, nj - 1)];
+        for (int64_t e = 0; e < n; e += 16) {
+          __m512 kv = R::Load16(row, e);
+          if constexpr (R::kScaled) kv = _mm512_mul_ps(kv, _mm512_set1_ps(R::ScaleOf(row, e)));
+          _mm512_store_ps(kb + j * n + e, kv);
+        }
+      }
+      float* st = s + r0 * lds + j0;
+      int v = 0;
+      for (; v + 2 <= nv; v += 2) RowScoreTile<2>(n, qt + v * 16 * n, kb, nrs - 16 * v, nj, st + 16 * v * lds, lds);
+      if (v < nv) RowScoreTile<1>(n, qt + v * 16 * n, kb, nrs - 16 * v, nj, st + 16 * v * lds, lds);
+    }
+  }
+}
+
+// The same chains with the keys in the lanes, for calls of few query rows (a decode step's
+// group of query heads): 16 keys converted and transposed at a time, then per query row one
+// accumulator of 16 keys against its elements broadcast. The bits are those of RowScores.
+template <int NR>
+inline void KeyScoreTile(int64_t n, const float* q, int64_t ldq, const float* kt, int nj, float* s, int64_t lds) {
+  __m512 acc[NR];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t e = 0; e < n; ++e) {
+    const __m512 kv = _mm512_load_ps(kt + e * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r * ldq + e]), kv, acc[r]);
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nj) - 1);
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) _mm512_mask_storeu_ps(s + r * lds, m, acc[r]);
+}
+
+template <TensorType T>
+void KeyScores(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows, int64_t nk, float* s,
+               int64_t lds) {
+  using R = Rows<T>;
+  alignas(64) float kt[kRowScoreMaxN * 16];
+  const int64_t row_bytes = static_cast<int64_t>(quant::RowBytes(T, n));
+  for (int64_t j0 = 0; j0 < nk; j0 += 16) {
+    const int nj = static_cast<int>(std::min<int64_t>(16, nk - j0));
+    PrefetchKeys(rows, nk, j0 + 16, 16, row_bytes);
+    for (int64_t e0 = 0; e0 < n; e0 += 16) {  // kt[e * 16 + j] = element e of key j0 + j
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) {  // a partial tile repeats its last key
+        const void* row = rows[j0 + std::min(l, nj - 1)];
+        r[l] = R::Load16(row, e0);
+        if constexpr (R::kScaled) r[l] = _mm512_mul_ps(r[l], _mm512_set1_ps(R::ScaleOf(row, e0)));
+      }
+      Transpose16(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) _mm512_store_ps(kt + (e0 + i) * 16, r[i]);
+    }
+    for (int64_t r0 = 0; r0 < nq; r0 += 8) {
+      WithRows<8>(static_cast<int>(std::min<int64_t>(8, nq - r0)), [&](auto nr) {
+        KeyScoreTile<decltype(nr)::value>(n, q + r0 * ldq, ldq, kt, nj, s + r0 * lds + j0, lds);
+      });
+    }
+  }
+}
+
+// Either layout: the same bits, so the choice may follow the number of rows.
 template <TensorType T>
 void Scores16(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows, int64_t nk, float* s,
               int64_t lds) {
-  for (int64_t j = 0; j < nk; j += 4) {
-    const int kn = static_cast<int>(std::min<int64_t>(4, nk - j));
-    for (int64_t r = 0; r < nq; r += 4) {
-      ScoreTile16<T>(n, q + r * ldq, ldq, static_cast<int>(std::min<int64_t>(4, nq - r)), rows + j, kn,
-                     s + r * lds + j, lds);
-    }
-  }
+  if (nq < kKeyLaneRowsBelow) return KeyScores<T>(n, q, ldq, nq, rows, nk, s, lds);
+  RowScores<T>(n, q, ldq, nq, rows, nk, s, lds);
 }
 
 #endif  // __AVX512F__
@@ -260,7 +406,7 @@ template <TensorType T>
 void ScoresT(int64_t n, const float* q, int64_t ldq, int64_t nq, const void* const* rows,
              int64_t nk, float* s, int64_t lds) {
 #ifdef __AVX512F__
-  if (n % 16 == 0) return Scores16<T>(n, q, ldq, nq, rows, nk, s, lds);
+  if (n % 16 == 0 && n <= kRowScoreMaxN) return Scores16<T>(n, q, ldq, nq, rows, nk, s, lds);
 #endif
   int64_t j = 0;
   for (; j + 2 <= nk; j += 2) ScoreColumns<T, 2>(n, q, ldq, nq, rows + j, s + j, lds);
