@@ -1,5 +1,6 @@
 // `tandem bench`: prompt processing (pp) and generation (tg) speed, as a table like llama-bench's
 // or as JSON.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -33,6 +34,11 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   AddSpeculationFlags(cmd, &a->model.speculation);
   cmd->add_option("-p,--n-prompt", a->bench.n_prompt, "Prompt tokens (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", a->bench.n_gen, "Generated tokens (0: skip)")->capture_default_str();
+  cmd->add_option("-d,--n-depth", a->bench.n_depth,
+                  "Tokens already in the cache when each test starts (filled once, untimed): pp and tg at "
+                  "that depth, as llama-bench's -d")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("-r,--repetitions", a->bench.repetitions, "Repetitions")->capture_default_str()
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--json", a->json, "Print JSON");
@@ -55,8 +61,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     if (!xo.ok()) return fail(xo.status());
     // Where a decode step's GPU time goes (--profile): kProfileSteps plain steps, every dispatch timed.
     constexpr int64_t kProfileSteps = 32;
-    xo->n_ctx = std::max<int64_t>({a->bench.n_prompt, a->bench.n_gen, a->small_batch > 0 ? 256 + a->small_batch : 0,
-                                   a->profile ? kProfileSteps : 0}) + 16;
+    xo->n_ctx = std::max<int64_t>({a->bench.n_depth + std::max(a->bench.n_prompt, a->bench.n_gen),
+                                   a->small_batch > 0 ? 256 + a->small_batch : 0, a->profile ? kProfileSteps : 0}) +
+                16;
     if (a->dist.dry_run) {
       if (Status st = DryRun(a->model.model, *xo); !st.ok()) fail(st);
       return;
@@ -154,9 +161,13 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     for (const gpu::Device::ProfileEntry& e : profile) profile_gpu_ms += e.ms / profiled_steps;
     nlohmann::json out = nlohmann::json::array();
     std::string breakdown_text;
+    int test_width = 8;  // "pp512 @ d4096" is wider
+    for (const engine::BenchResult& r : *results) test_width = std::max(test_width, static_cast<int>(r.test.size()));
     if (!a->json) {
-      std::printf("| %-28s | %10s | %7s | %7s | %4s | %8s | %12s |\n", "model", "size", "backend", "threads", "ngl", "test", "t/s");
-      std::printf("| %-28s | %10s | %7s | %7s | %4s | %8s | %12s |\n", "---", "---", "---", "---", "---", "---", "---");
+      std::printf("| %-28s | %10s | %7s | %7s | %4s | %*s | %12s |\n", "model", "size", "backend", "threads", "ngl",
+                  test_width, "test", "t/s");
+      std::printf("| %-28s | %10s | %7s | %7s | %4s | %*s | %12s |\n", "---", "---", "---", "---", "---", test_width,
+                  "---", "---");
     }
     for (const engine::BenchResult& r : *results) {
       nlohmann::json breakdown;
@@ -189,7 +200,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
         breakdown_text += line;
       }
       if (a->json) {
-        nlohmann::json row = {{"model", name}, {"test", r.test}, {"threads", a->model.threads},
+        nlohmann::json row = {{"model", name}, {"test", r.test}, {"n_depth", a->bench.n_depth}, {"threads", a->model.threads},
                               {"backend", backend}, {"device", device_text}, {"gpu_layers", gpu_layers},
                               {"flash_attn", a->model.flash_attn}, {"type_k", a->model.cache_type_k},
                               {"type_v", a->model.cache_type_v}, {"tokens_per_s", r.mean},
@@ -215,8 +226,8 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       } else {
         char size[32];
         std::snprintf(size, sizeof size, "%.2f GiB", m->weight_bytes() / 1073741824.0);
-        std::printf("| %-28s | %10s | %7s | %7d | %4lld | %8s | %6.2f ± %4.2f |\n", name.c_str(), size, backend.c_str(),
-                    a->model.threads, static_cast<long long>(gpu_layers), r.test.c_str(), r.mean, r.stddev);
+        std::printf("| %-28s | %10s | %7s | %7d | %4lld | %*s | %6.2f ± %4.2f |\n", name.c_str(), size, backend.c_str(),
+                    a->model.threads, static_cast<long long>(gpu_layers), test_width, r.test.c_str(), r.mean, r.stddev);
       }
     }
     if (small) {

@@ -10,23 +10,32 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds to process n prompt tokens (fresh cache; the executor splits them into micro-batches),
-// or to generate n tokens one at a time (fresh cache, each token sampled greedily and fed back),
-// with random token ids. For generation, adds each stage's compute milliseconds to *stage_ms.
-Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector<double>* stage_ms,
-                       Speculator* spec = nullptr) {
+// Seconds to process n prompt tokens (the executor splits them into micro-batches), or to
+// generate n tokens one at a time (each token sampled greedily and fed back), with random token
+// ids, after `depth` (the tokens in the cache, sequence 0, from position 0; empty: a fresh cache).
+// For generation, adds each stage's compute milliseconds to *stage_ms.
+Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, const std::vector<int32_t>& depth,
+                       std::vector<double>* stage_ms, Speculator* spec = nullptr) {
   const int64_t n_vocab = ex.params().n_vocab;
+  const int64_t d = static_cast<int64_t>(depth.size());
   std::mt19937 rng(1);
-  TANDEM_RETURN_IF_ERROR(ex.Clear());
+  // The first run of a depth test drops the previous run's tokens after the depth.
+  std::vector<exec::Truncation> back;
+  if (d > 0) {
+    back.push_back({0, static_cast<int32_t>(d)});
+  } else {
+    TANDEM_RETURN_IF_ERROR(ex.Clear());
+  }
   model::Batch b;
   exec::RunOutput out;
   const auto t0 = Clock::now();
   if (!generate) {
     for (int64_t j = 0; j < n; ++j) {
-      b.Add(static_cast<int32_t>(rng() % n_vocab), static_cast<int32_t>(j), 0, j + 1 == n);
+      b.Add(static_cast<int32_t>(rng() % n_vocab), static_cast<int32_t>(d + j), 0, j + 1 == n);
     }
     exec::RunOptions o;
     o.logits = true;  // the last position's logits: the run is complete when they arrive
+    o.truncate = back;
     TANDEM_RETURN_IF_ERROR(ex.Run(b, o, &out));
   } else {
     exec::RunOptions first;
@@ -34,15 +43,17 @@ Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector
     sampling::SamplerParams greedy;
     greedy.temperature = 0;
     first.samplers.push_back({0, greedy, {}});
+    first.truncate = back;
     exec::RunOptions step;
     step.sample = true;
     int32_t tok = static_cast<int32_t>(rng() % n_vocab);
     if (spec != nullptr) {
       // The first token from a plain run (it configures the sampler), then speculative steps.
       b.Clear();
-      b.Add(tok, 0, 0, true);
+      b.Add(tok, static_cast<int32_t>(d), 0, true);
       TANDEM_RETURN_IF_ERROR(ex.Run(b, first, &out));
-      std::vector<int32_t> committed = {tok}, fresh;
+      std::vector<int32_t> committed = depth, fresh;
+      committed.push_back(tok);
       int32_t last = out.token;
       for (int64_t made = 1; made < n;) {
         TANDEM_RETURN_IF_ERROR(spec->Step(ex, 0, &committed, last, static_cast<int>(n - made), &fresh, &out));
@@ -55,7 +66,7 @@ Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector
     }
     for (int64_t j = 0; j < n; ++j) {
       b.Clear();
-      b.Add(tok, static_cast<int32_t>(j), 0, true);
+      b.Add(tok, static_cast<int32_t>(d + j), 0, true);
       TANDEM_RETURN_IF_ERROR(ex.Run(b, j == 0 ? first : step, &out));
       tok = out.token;
       if (stage_ms->size() < out.stage_ms.size()) stage_ms->resize(out.stage_ms.size());
@@ -69,6 +80,27 @@ Result<double> TimeRun(exec::Executor& ex, int64_t n, bool generate, std::vector
 
 Result<std::vector<BenchResult>> RunBench(exec::Executor& ex, const BenchOptions& o) {
   if (o.repetitions < 1) return Status::InvalidArgument("repetitions must be at least 1");
+  if (o.n_depth < 0) return Status::InvalidArgument("the depth must not be negative");
+  if (o.n_depth + std::max(o.n_prompt, o.n_gen) > ex.n_ctx()) {
+    return Status::InvalidArgument("bench: depth " + std::to_string(o.n_depth) + " plus " +
+                                   std::to_string(std::max(o.n_prompt, o.n_gen)) + " tokens do not fit the context of " +
+                                   std::to_string(ex.n_ctx()));
+  }
+  // The depth's tokens, in the cache once for every test.
+  std::vector<int32_t> depth;
+  if (o.n_depth > 0) {
+    std::mt19937 rng(3);
+    model::Batch b;
+    for (int64_t j = 0; j < o.n_depth; ++j) {
+      depth.push_back(static_cast<int32_t>(rng() % ex.params().n_vocab));
+      b.Add(depth.back(), static_cast<int32_t>(j), 0, j + 1 == o.n_depth);
+    }
+    TANDEM_RETURN_IF_ERROR(ex.Clear());
+    exec::RunOptions fill;
+    fill.logits = true;
+    exec::RunOutput out;
+    TANDEM_RETURN_IF_ERROR(ex.Run(b, fill, &out));
+  }
   std::vector<BenchResult> results;
   for (bool generate : {false, true}) {
     const int64_t n = generate ? o.n_gen : o.n_prompt;
@@ -76,12 +108,14 @@ Result<std::vector<BenchResult>> RunBench(exec::Executor& ex, const BenchOptions
     std::vector<double> warm_ms, stage_ms;
     std::unique_ptr<Speculator> spec;
     if (generate && o.drafter != nullptr) spec = std::make_unique<Speculator>(o.drafter, o.speculation);
-    TANDEM_RETURN_IF_ERROR(TimeRun(ex, generate ? kWarmUpSteps : std::min<int64_t>(n, 32), generate, &warm_ms, spec.get()).status());
+    TANDEM_RETURN_IF_ERROR(
+        TimeRun(ex, generate ? kWarmUpSteps : std::min<int64_t>(n, 32), generate, depth, &warm_ms, spec.get()).status());
     if (spec) spec->ResetStats();
     BenchResult r;
     r.test = (generate ? "tg" : "pp") + std::to_string(n);
+    if (o.n_depth > 0) r.test += " @ d" + std::to_string(o.n_depth);
     for (int rep = 0; rep < o.repetitions; ++rep) {
-      TANDEM_ASSIGN_OR_RETURN(double s, TimeRun(ex, n, generate, &stage_ms, spec.get()));
+      TANDEM_ASSIGN_OR_RETURN(double s, TimeRun(ex, n, generate, depth, &stage_ms, spec.get()));
       r.tokens_per_s.push_back(n / s);
     }
     if (spec) r.speculation = spec->stats();

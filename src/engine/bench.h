@@ -1,5 +1,6 @@
 // Bench: prompt processing (pp) and generation (tg) speed of an Executor, as llama-bench
-// measures them: random token ids, a fresh cache per repetition, one warm-up run per test. For
+// measures them: random token ids, a fresh cache per repetition (or one holding only the n_depth
+// tokens of a depth test), one warm-up run per test. For
 // generation each stage's compute time per token is summed too, so the rest of a token's time
 // (network and waiting) can be shown beside it.
 //
@@ -19,6 +20,9 @@ namespace tandem::engine {
 struct BenchOptions {
   int64_t n_prompt = 512;  // 0: no pp test
   int64_t n_gen = 128;     // 0: no tg test
+  // Tokens already in the cache when each test starts (llama-bench's -d): filled once, untimed,
+  // and every run truncates back to them, so pp and tg are timed at positions n_depth on.
+  int64_t n_depth = 0;
   int repetitions = 3;
   // Generation with speculative decoding (null: plain steps), greedy as always.
   Drafter* drafter = nullptr;
@@ -26,7 +30,7 @@ struct BenchOptions {
 };
 
 struct BenchResult {
-  std::string test;                   // "pp512", "tg128"
+  std::string test;                   // "pp512", "tg128", "pp512 @ d4096"
   std::vector<double> tokens_per_s;   // one per repetition
   double mean = 0, stddev = 0;        // of tokens_per_s
   // Generation only: per stage, compute milliseconds per token (averaged over repetitions), and

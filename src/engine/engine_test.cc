@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
+#include "exec/forwarding_executor.h"
 #include "pipeline/test_worker.h"
 
 namespace tandem::engine {
@@ -106,6 +108,65 @@ TEST(BenchTest, SmallBatchTruncatesBetweenRuns) {
   EXPECT_EQ(ex.context().cache().used(), 108);
   EXPECT_FALSE(RunSmallBatch(ex, 8, 510, 5).ok());  // does not fit the context
   EXPECT_FALSE(RunSmallBatch(ex, 0, 100, 5).ok());
+}
+
+// Records what a bench sends: batch positions, truncations and clears.
+class RecordingExecutor : public exec::ForwardingExecutor {
+ public:
+  using ForwardingExecutor::ForwardingExecutor;
+  Result<uint64_t> Submit(const model::Batch& b, const exec::RunOptions& o) override {
+    runs.push_back({b.pos.empty() ? -1 : *std::min_element(b.pos.begin(), b.pos.end()), o.truncate});
+    return ForwardingExecutor::Submit(b, o);
+  }
+  Status Clear() override {
+    ++clears;
+    return ForwardingExecutor::Clear();
+  }
+  struct Run {
+    int32_t first_pos;
+    std::vector<exec::Truncation> truncate;
+  };
+  std::vector<Run> runs;
+  int clears = 0;
+};
+
+// `bench -d`: the depth is filled once, every later run starts at its end after truncating back
+// to it, and the tests are named as llama-bench names them.
+TEST(BenchTest, DepthIsFilledOnceAndEveryRunStartsAfterIt) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  Result<model::Model> m = model::Model::Load(ModelPath());
+  ASSERT_TRUE(m.ok());
+  auto local = std::make_unique<exec::LocalExecutor>(*m, 128, 1);
+  exec::LocalExecutor* inner = local.get();
+  RecordingExecutor ex(std::move(local));
+  BenchOptions o;
+  o.n_depth = 40;
+  o.n_prompt = 16;
+  o.n_gen = 5;
+  o.repetitions = 2;
+  Result<std::vector<BenchResult>> r = RunBench(ex, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].test, "pp16 @ d40");
+  EXPECT_EQ((*r)[1].test, "tg5 @ d40");
+  EXPECT_EQ(ex.clears, 1);
+  ASSERT_GT(ex.runs.size(), 1u);
+  EXPECT_EQ(ex.runs[0].first_pos, 0);  // the fill
+  EXPECT_TRUE(ex.runs[0].truncate.empty());
+  int truncating = 0;
+  for (size_t i = 1; i < ex.runs.size(); ++i) {
+    EXPECT_GE(ex.runs[i].first_pos, 40) << "run " << i;
+    if (ex.runs[i].first_pos == 40) {  // a run's first batch drops the previous run's tokens
+      ASSERT_EQ(ex.runs[i].truncate.size(), 1u) << "run " << i;
+      EXPECT_EQ(ex.runs[i].truncate[0].seq, 0);
+      EXPECT_EQ(ex.runs[i].truncate[0].from, 40);
+      ++truncating;
+    }
+  }
+  EXPECT_EQ(truncating, 2 * (1 + o.repetitions));  // a warm-up and the repetitions, per test
+  EXPECT_EQ(inner->context().cache().used(), 40 + 5);
+  o.n_depth = 120;  // with 16 more, past the context
+  EXPECT_FALSE(RunBench(ex, o).ok());
 }
 
 }  // namespace
