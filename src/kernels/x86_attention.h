@@ -40,6 +40,7 @@ struct Rows<TensorType::kF32> {
   static float At(const void* r, int64_t i) { return static_cast<const float*>(r)[i]; }
   static float ScaleOf(const void*, int64_t) { return 1.0f; }
   static __m256 Scale(const void*, int64_t) { return _mm256_set1_ps(1.0f); }
+  static const void* Addr(const void* r, int64_t i) { return static_cast<const float*>(r) + i; }
 #ifdef __AVX512F__
   static __m512 Load16(const void* r, int64_t i) { return _mm512_loadu_ps(static_cast<const float*>(r) + i); }
 #endif
@@ -54,6 +55,7 @@ struct Rows<TensorType::kF16> {
   static float At(const void* r, int64_t i) { return H2F(static_cast<const uint16_t*>(r)[i]); }
   static float ScaleOf(const void*, int64_t) { return 1.0f; }
   static __m256 Scale(const void*, int64_t) { return _mm256_set1_ps(1.0f); }
+  static const void* Addr(const void* r, int64_t i) { return static_cast<const uint16_t*>(r) + i; }
 #ifdef __AVX512F__
   static __m512 Load16(const void* r, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(r) + i)));
@@ -76,6 +78,7 @@ struct Rows<TensorType::kQ8_0> {
   // The scale of the block holding element i.
   static float ScaleOf(const void* r, int64_t i) { return H2F(static_cast<const BlockQ8_0*>(r)[i / quant::kQK].d); }
   static __m256 Scale(const void* r, int64_t i) { return _mm256_set1_ps(ScaleOf(r, i)); }
+  static const void* Addr(const void* r, int64_t i) { return static_cast<const BlockQ8_0*>(r) + i / quant::kQK; }
 #ifdef __AVX512F__
   static __m512 Load16(const void* r, int64_t i) {
     const BlockQ8_0& b = static_cast<const BlockQ8_0*>(r)[i / quant::kQK];
@@ -455,6 +458,8 @@ struct Lanes<16> {
 };
 #endif
 
+inline constexpr int64_t kAccAhead = 32;  // value rows prefetched ahead
+
 // OR output rows x W*NV columns starting at column c, over all nv value rows, in vectors of W
 // lanes: the same operations per element for either width.
 template <TensorType T, int OR, int NV, int W>
@@ -463,31 +468,39 @@ inline void AccTile(int64_t c, const float* p, int64_t ldp, const void* const* r
   using R = Rows<T>;
   using L = Lanes<W>;
   typename L::V acc[OR][NV];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < OR; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = L::Load(o + r * ldo + c + W * v);
   for (int64_t j = 0; j < nv; ++j) {
+    // The value rows come from memory in the first tile over them (a layer's cache rows were
+    // last read a forward ago): request the one kAccAhead rows on while this one works.
+    if (j + kAccAhead < nv) _mm_prefetch(static_cast<const char*>(R::Addr(rows[j + kAccAhead], c)), _MM_HINT_T0);
     typename L::V x[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
       x[v] = L::template Row<T>(rows[j], c + W * v);
       if constexpr (R::kScaled) x[v] = L::Mul(x[v], L::Set1(R::ScaleOf(rows[j], c + W * v)));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < OR; ++r) {
       const typename L::V w = L::Set1(p[r * ldp + j]);
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[r][v] = L::Fma(w, x[v], acc[r][v]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < OR; ++r)
     for (int v = 0; v < NV; ++v) L::Store(o + r * ldo + c + W * v, acc[r][v]);
 }
 
+// Tiles of 8 rows where NV == 2 in 16 lanes (16 accumulators: each value vector converted once
+// for 8 rows), then of 4 and the rest.
 template <TensorType T, int NV, int W>
 inline void AccColumns(int64_t c, const float* p, int64_t ldp, int64_t no, const void* const* rows,
                        int64_t nv, float* o, int64_t ldo) {
+  if constexpr (W == 16 && NV == 2) {
+    for (; no >= 8; no -= 8, p += 8 * ldp, o += 8 * ldo) AccTile<T, 8, NV, W>(c, p, ldp, rows, nv, o, ldo);
+  }
   InRowTiles(no, [&](auto orows, int64_t r) {
     AccTile<T, decltype(orows)::value, NV, W>(c, p + r * ldp, ldp, rows, nv, o + r * ldo, ldo);
   });
