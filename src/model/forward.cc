@@ -59,7 +59,8 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
       layer_end_(layer_end < 0 ? model.params().n_layer : layer_end),
       host_end_(layer_end_ - GpuLayerCount(model, n_ctx, layer_begin_, layer_end_, options_)),
       pool_(n_threads),
-      cache_(layer_end_ - layer_begin_, n_ctx, model.params().kv_dim(), options_.type_k, options_.type_v,
+      cache_(layer_end_ - layer_begin_, n_ctx, model.params().n_head_kv, model.params().head_dim, options_.type_k,
+             options_.type_v,
              WindowLayers(model.params(), layer_begin_, layer_end_, options_), model.params().n_swa,
              WindowCells(model.params(), n_ctx), host_end_ - layer_begin_) {
   const int64_t half = p_.head_dim / 2;
@@ -305,11 +306,11 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   // Attention block: norm, projections.
   for (int64_t t = 0; t < n; ++t) f.rmsnorm(&x_[t * E], w.attn_norm, &xn_[t * E], E, p_.rms_eps);
   MulSameInput({{&w.wq, q_.data()}, {&w.wk, k_buf_.data()}, {&w.wv, v_buf_.data()}}, xn_.data(), n);
-  auto store = [&](TensorType type, const float* x, uint8_t* row) {
+  auto store = [&](TensorType type, const float* x, uint8_t* row) {  // one head's row
     switch (type) {
-      case TensorType::kF16: k_.attn.fp32_to_fp16(x, reinterpret_cast<uint16_t*>(row), kvd); break;
-      case TensorType::kQ8_0: k_.quantize_act[static_cast<uint32_t>(type)](x, row, kvd); break;
-      default: std::memcpy(row, x, kvd * sizeof(float)); break;
+      case TensorType::kF16: k_.attn.fp32_to_fp16(x, reinterpret_cast<uint16_t*>(row), D); break;
+      case TensorType::kQ8_0: k_.quantize_act[static_cast<uint32_t>(type)](x, row, D); break;
+      default: std::memcpy(row, x, D * sizeof(float)); break;
     }
   };
   const int64_t half = D / 2;
@@ -338,8 +339,10 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
     for (int64_t h = 0; h < p_.n_head; ++h) f.rope(q + h * D, D, cs.data(), cs.data() + half, halves);
     for (int64_t h = 0; h < p_.n_head_kv; ++h) f.rope(k + h * D, D, cs.data(), cs.data() + half, halves);
     // Store K and V in the cache in its types.
-    store(cache_.type_k(), k, cache_.k(il - layer_begin_, cells[t]));
-    store(cache_.type_v(), v, cache_.v(il - layer_begin_, cells[t]));
+    for (int64_t h = 0; h < p_.n_head_kv; ++h) {
+      store(cache_.type_k(), k + h * D, cache_.k(il - layer_begin_, cells[t], h));
+      store(cache_.type_v(), v + h * D, cache_.v(il - layer_begin_, cells[t], h));
+    }
   }
   Attention(il, b, n);
   mm(w.wo, att_.data(), n, xn_.data());
@@ -586,14 +589,13 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, c
   const void** vp = &att_vp_[th * row_ptrs_];
   const int64_t* cells = &plan.seq_cells[plan.seq_begin[tile.seq]];
   const TensorType tk = cache_.type_k(), tv = cache_.type_v();
-  const size_t k_off = quant::RowBytes(tk, kvh * D), v_off = quant::RowBytes(tv, kvh * D);
   auto len = [&](int64_t ti) { return plan.tok_len[tok_order_[tile.begin + ti]]; };
   // The first cell a row attends to: 0, or on a sliding-window layer its window's start.
   auto start = [&](int64_t ti) { return local ? plan.tok_start[tok_order_[tile.begin + ti]] : int64_t{0}; };
   auto point = [&](int64_t j0, int64_t nb) {  // row pointers of cells [j0, j0 + nb)
     for (int64_t j = 0; j < nb; ++j) {
-      kp[j] = cache_.k(layer, cells[j0 + j]) + k_off;
-      vp[j] = cache_.v(layer, cells[j0 + j]) + v_off;
+      kp[j] = cache_.k(layer, cells[j0 + j], kvh);
+      vp[j] = cache_.v(layer, cells[j0 + j], kvh);
     }
   };
   // Queries, scaled by 1/sqrt(head_dim) here rather than every score later.

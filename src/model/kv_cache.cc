@@ -37,17 +37,18 @@ bool WindowKeepsPrefix(const ModelParams& p, int64_t from, int64_t seen) {
   return floor <= 0 || from - p.n_swa + 1 >= floor;
 }
 
-KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim, quant::TensorType type_k,
+KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim, quant::TensorType type_k,
                  quant::TensorType type_v, std::vector<bool> window, int64_t n_swa, int64_t window_cells,
                  int64_t host_layers)
     : n_layer_(n_layer),
       n_ctx_(n_ctx),
-      kv_dim_(kv_dim),
+      n_head_kv_(n_head_kv),
+      head_dim_(head_dim),
       n_swa_(n_swa),
       type_k_(type_k),
       type_v_(type_v),
-      k_row_bytes_(quant::RowBytes(type_k, kv_dim)),
-      v_row_bytes_(quant::RowBytes(type_v, kv_dim)),
+      k_row_bytes_(quant::RowBytes(type_k, head_dim)),
+      v_row_bytes_(quant::RowBytes(type_v, head_dim)),
       window_(std::move(window)),
       index_(static_cast<size_t>(n_layer)) {
   if (n_swa_ <= 0) window_.clear();
@@ -61,8 +62,8 @@ KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim, quant::TensorTy
   pools_[kFull].cap = n_ctx;
   pools_[kWindow].cap = pools_[kWindow].n_layer > 0 ? std::clamp<int64_t>(window_cells, 1, n_ctx) : 0;
   for (Cells& c : pools_) {
-    c.k.resize(static_cast<size_t>(c.n_host * c.cap) * k_row_bytes_);
-    c.v.resize(static_cast<size_t>(c.n_host * c.cap) * v_row_bytes_);
+    c.k.resize(static_cast<size_t>(c.n_host * n_head_kv_ * c.cap) * k_row_bytes_);
+    c.v.resize(static_cast<size_t>(c.n_host * n_head_kv_ * c.cap) * v_row_bytes_);
     c.seq.assign(static_cast<size_t>(c.cap), -1);
     c.pos.assign(static_cast<size_t>(c.cap), -1);
   }
@@ -109,10 +110,10 @@ Status KvCache::Grow(int64_t cap) {
   Cells& c = pools_[kWindow];
   try {
     for (auto [rows, row_bytes] : {std::pair{&c.k, k_row_bytes_}, std::pair{&c.v, v_row_bytes_}}) {
-      std::vector<uint8_t> wider(static_cast<size_t>(c.n_host * cap) * row_bytes);
-      for (int64_t l = 0; l < c.n_host; ++l) {
-        std::copy_n(rows->begin() + static_cast<ptrdiff_t>(l * c.cap * row_bytes), c.high * row_bytes,
-                    wider.begin() + static_cast<ptrdiff_t>(l * cap * row_bytes));
+      std::vector<uint8_t> wider(static_cast<size_t>(c.n_host * n_head_kv_ * cap) * row_bytes);
+      for (int64_t b = 0; b < c.n_host * n_head_kv_; ++b) {  // each (layer, head)'s rows
+        std::copy_n(rows->begin() + static_cast<ptrdiff_t>(b * c.cap * row_bytes), c.high * row_bytes,
+                    wider.begin() + static_cast<ptrdiff_t>(b * cap * row_bytes));
       }
       rows->swap(wider);
     }

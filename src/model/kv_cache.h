@@ -1,7 +1,10 @@
 // KvCache: keys and values of every layer for up to n_ctx token cells, each stored as F16 (the
 // default), F32 or Q8_0 (chosen separately for keys and values, like llama.cpp's --cache-type-k
-// and --cache-type-v). A row holds the kv_dim values of one cell in one layer, heads one after
-// another; with Q8_0 every head starts a block (head_dim is a multiple of 32, see
+// and --cache-type-v). A row holds the head_dim values of one KV head of one cell in one layer;
+// a layer keeps each head's rows together, cell after cell ([layer][head][cell]), so attention,
+// which works one KV head at a time, reads each head's keys and values as one sequential stream
+// (with the heads of a cell side by side it read 1 row in n_head_kv, a stride the hardware
+// prefetchers did not follow). With Q8_0 a row is whole blocks (head_dim is a multiple of 32, see
 // CheckKvCacheTypes). Each cell belongs to one sequence at one position, so one cache can hold
 // several sequences (a server batches requests); a sequence can be truncated (speculative
 // decoding, resumption) or removed.
@@ -57,14 +60,16 @@ class KvCache {
   // Layers from `host_layers` on (-1: none) keep their rows on a GPU (model/gpu_layers.h): this
   // cache only places their cells, and k() / v() must not be called for them.
   // REQUIRES: CheckKvCacheTypes(type_k, type_v, head_dim) is ok for the model's head_dim.
-  KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim,
+  KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim,
           quant::TensorType type_k = quant::TensorType::kF16,
           quant::TensorType type_v = quant::TensorType::kF16, std::vector<bool> window = {},
           int64_t n_swa = 0, int64_t window_cells = 0, int64_t host_layers = -1);
 
   int64_t n_layer() const { return n_layer_; }
   int64_t n_ctx() const { return n_ctx_; }
-  int64_t kv_dim() const { return kv_dim_; }
+  int64_t kv_dim() const { return n_head_kv_ * head_dim_; }
+  int64_t n_head_kv() const { return n_head_kv_; }
+  int64_t head_dim() const { return head_dim_; }
   // Tokens held (cells of the full pool in use).
   int64_t used() const { return pools_[kFull].used; }
   quant::TensorType type_k() const { return type_k_; }
@@ -90,10 +95,15 @@ class KvCache {
   int64_t high_water(Pool p = kFull) const { return pools_[p].high; }
   int64_t used(Pool p) const { return pools_[p].used; }
   int64_t capacity(Pool p) const { return pools_[p].cap; }
-  // The row of a cell (of the layer's pool) in a layer: kv_dim values of type_k() / type_v().
-  // The values of head h (of head_dim values) start RowBytes(type, h * head_dim) bytes in.
-  uint8_t* k(int64_t layer, int64_t cell) { return Row(pools_[pool_of(layer)].k, layer, cell, k_row_bytes_); }
-  uint8_t* v(int64_t layer, int64_t cell) { return Row(pools_[pool_of(layer)].v, layer, cell, v_row_bytes_); }
+  // The row of KV head `head` of a cell (of the layer's pool) in a layer: head_dim values of
+  // type_k() / type_v(), k_row_bytes() / v_row_bytes() long. The next cell's row of the same head
+  // follows it (cells of one head are contiguous).
+  uint8_t* k(int64_t layer, int64_t cell, int64_t head) {
+    return Row(pools_[pool_of(layer)].k, layer, cell, head, k_row_bytes_);
+  }
+  uint8_t* v(int64_t layer, int64_t cell, int64_t head) {
+    return Row(pools_[pool_of(layer)].v, layer, cell, head, v_row_bytes_);
+  }
   size_t k_row_bytes() const { return k_row_bytes_; }
   size_t v_row_bytes() const { return v_row_bytes_; }
   // Bytes of keys and values allocated now (in host memory).
@@ -103,7 +113,7 @@ class KvCache {
   struct Cells {
     int64_t n_layer = 0, cap = 0;  // layers of this pool, cells per layer
     int64_t n_host = 0;            // of them, those whose rows are here
-    std::vector<uint8_t> k, v;     // [n_host][cap] rows
+    std::vector<uint8_t> k, v;     // [n_host][n_head_kv][cap] rows
     std::vector<int32_t> seq, pos;  // seq -1: free
     int64_t used = 0, high = 0;
   };
@@ -111,9 +121,9 @@ class KvCache {
   struct Floor {
     int32_t seq, floor;
   };
-  uint8_t* Row(std::vector<uint8_t>& rows, int64_t layer, int64_t cell, size_t row_bytes) {
+  uint8_t* Row(std::vector<uint8_t>& rows, int64_t layer, int64_t cell, int64_t head, size_t row_bytes) {
     const Cells& c = pools_[pool_of(layer)];
-    return &rows[(index_[layer] * c.cap + cell) * row_bytes];
+    return &rows[((index_[layer] * n_head_kv_ + head) * c.cap + cell) * row_bytes];
   }
   int32_t FloorOf(int32_t seq) const;
   void SetFloor(int32_t seq, int32_t floor);
@@ -121,7 +131,7 @@ class KvCache {
   static void Claim(Cells& c, int32_t seq, int32_t pos, int64_t* from, int64_t* cell);
   static void Drop(Cells& c, int32_t seq, int32_t from_pos, int32_t below_pos);
 
-  int64_t n_layer_, n_ctx_, kv_dim_, n_swa_;
+  int64_t n_layer_, n_ctx_, n_head_kv_, head_dim_, n_swa_;
   quant::TensorType type_k_, type_v_;
   size_t k_row_bytes_, v_row_bytes_;
   std::vector<bool> window_;     // per layer

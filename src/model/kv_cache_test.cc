@@ -26,7 +26,7 @@ ModelParams Windowed() {
 }
 
 KvCache Cache(const ModelParams& p) {
-  return KvCache(p.n_layer, kCtx, p.kv_dim(), quant::TensorType::kF16, quant::TensorType::kF16,
+  return KvCache(p.n_layer, kCtx, p.n_head_kv, p.head_dim, quant::TensorType::kF16, quant::TensorType::kF16,
                  {p.IsLocalLayer(0), p.IsLocalLayer(1)}, p.n_swa, WindowCells(p, kCtx));
 }
 
@@ -117,7 +117,7 @@ TEST(KvCacheTest, TheWindowPoolGrowsForManySequencesAndKeepsTheirRows) {
     std::vector<int64_t> cells(kSeqs), window(kSeqs);
     ASSERT_TRUE(c.Allocate(seqs.data(), positions.data(), kSeqs, cells.data(), window.data()).ok()) << pos;
     for (int s = 0; s < kSeqs; ++s) {
-      uint8_t* row = c.k(0, window[s]);
+      uint8_t* row = c.k(0, window[s], 0);
       row[0] = static_cast<uint8_t>(s);
       row[1] = static_cast<uint8_t>(pos);
     }
@@ -128,8 +128,8 @@ TEST(KvCacheTest, TheWindowPoolGrowsForManySequencesAndKeepsTheirRows) {
   for (int64_t i = 0; i < c.high_water(KvCache::kWindow); ++i) {
     const int32_t s = c.seq_of(KvCache::kWindow, i);
     if (s < 0) continue;
-    EXPECT_EQ(c.k(0, i)[0], s);
-    EXPECT_EQ(c.k(0, i)[1], static_cast<uint8_t>(c.pos_of(KvCache::kWindow, i)));
+    EXPECT_EQ(c.k(0, i, 0)[0], s);
+    EXPECT_EQ(c.k(0, i, 0)[1], static_cast<uint8_t>(c.pos_of(KvCache::kWindow, i)));
   }
 }
 

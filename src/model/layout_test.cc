@@ -73,9 +73,9 @@ TEST(LayoutTest, KvCacheBytesAreWhatTheCacheHolds) {
   for (auto [tk, tv] : {std::pair{quant::TensorType::kF16, quant::TensorType::kF16},
                         std::pair{quant::TensorType::kQ8_0, quant::TensorType::kQ8_0},
                         std::pair{quant::TensorType::kQ8_0, quant::TensorType::kF16}}) {
-    KvCache c(p.n_layer, 100, p.kv_dim(), tk, tv);
+    KvCache c(p.n_layer, 100, p.n_head_kv, p.head_dim, tk, tv);
     EXPECT_EQ(KvCacheBytes(p, 100, 0, p.n_layer, tk, tv), c.bytes());
-    EXPECT_EQ(c.bytes(), (c.k_row_bytes() + c.v_row_bytes()) * 100 * p.n_layer);
+    EXPECT_EQ(c.bytes(), (c.k_row_bytes() + c.v_row_bytes()) * p.n_head_kv * 100 * p.n_layer);
   }
   // Q8_0 keeps 34 bytes per 32 values against F16's 64: the plan must not count it as F16.
   EXPECT_EQ(KvCacheBytes(p, 100, 0, 1, quant::TensorType::kQ8_0, quant::TensorType::kQ8_0) * 64,
@@ -103,7 +103,7 @@ TEST(LayoutTest, SlidingWindowLayersCountOnlyTheirWindow) {
   for (auto [begin, end] : {std::pair{0, 12}, std::pair{3, 7}, std::pair{5, 6}}) {
     std::vector<bool> local;
     for (int64_t il = begin; il < end; ++il) local.push_back(p.IsLocalLayer(il));
-    KvCache c(end - begin, n_ctx, p.kv_dim(), quant::TensorType::kQ8_0, quant::TensorType::kF16, local, p.n_swa,
+    KvCache c(end - begin, n_ctx, p.n_head_kv, p.head_dim, quant::TensorType::kQ8_0, quant::TensorType::kF16, local, p.n_swa,
               WindowCells(p, n_ctx));
     EXPECT_EQ(KvCacheBytes(p, n_ctx, begin, end, quant::TensorType::kQ8_0, quant::TensorType::kF16), c.bytes())
         << begin << ".." << end;
