@@ -105,7 +105,9 @@ TEST(KvCacheTest, TheMainNodesRuleMatchesWhatTheCacheKeeps) {
 }
 
 TEST(KvCacheTest, TheWindowPoolGrowsForManySequencesAndKeepsTheirRows) {
-  const ModelParams p = Windowed();
+  ModelParams p = Windowed();
+  p.n_head_kv = 2;  // each head's rows move with the growth
+  p.n_head = 2;
   KvCache c = Cache(p);
   const int64_t start = c.capacity(KvCache::kWindow);
   // 12 sequences of 80 tokens each, interleaved one token per batch: their windows and margins
@@ -117,9 +119,12 @@ TEST(KvCacheTest, TheWindowPoolGrowsForManySequencesAndKeepsTheirRows) {
     std::vector<int64_t> cells(kSeqs), window(kSeqs);
     ASSERT_TRUE(c.Allocate(seqs.data(), positions.data(), kSeqs, cells.data(), window.data()).ok()) << pos;
     for (int s = 0; s < kSeqs; ++s) {
-      uint8_t* row = c.k(0, window[s], 0);
-      row[0] = static_cast<uint8_t>(s);
-      row[1] = static_cast<uint8_t>(pos);
+      for (int h = 0; h < 2; ++h) {
+        uint8_t* row = c.k(0, window[s], h);
+        row[0] = static_cast<uint8_t>(s + 100 * h);
+        row[1] = static_cast<uint8_t>(pos);
+        c.v(0, window[s], h)[2] = static_cast<uint8_t>(s + 50 * h);
+      }
     }
   }
   EXPECT_GT(c.capacity(KvCache::kWindow), start);
@@ -128,8 +133,11 @@ TEST(KvCacheTest, TheWindowPoolGrowsForManySequencesAndKeepsTheirRows) {
   for (int64_t i = 0; i < c.high_water(KvCache::kWindow); ++i) {
     const int32_t s = c.seq_of(KvCache::kWindow, i);
     if (s < 0) continue;
-    EXPECT_EQ(c.k(0, i, 0)[0], s);
-    EXPECT_EQ(c.k(0, i, 0)[1], static_cast<uint8_t>(c.pos_of(KvCache::kWindow, i)));
+    for (int h = 0; h < 2; ++h) {
+      EXPECT_EQ(c.k(0, i, h)[0], s + 100 * h);
+      EXPECT_EQ(c.k(0, i, h)[1], static_cast<uint8_t>(c.pos_of(KvCache::kWindow, i)));
+      EXPECT_EQ(c.v(0, i, h)[2], s + 50 * h);
+    }
   }
 }
 
