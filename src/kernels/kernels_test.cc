@@ -279,7 +279,7 @@ TEST(KernelsTest, AttnConversionsAndExpSumMatchReference) {
     const AttnOps& a = t->attn;
     ASSERT_NE(a.fp32_to_fp16, nullptr);
     ASSERT_NE(a.scores, nullptr);
-    for (int64_t n : {1, 7, 16, 64, 100}) {
+    for (int64_t n : {1, 7, 16, 31, 64, 100}) {  // 31: a 16-wide step, an 8-wide one and a tail
       std::vector<float> x = Random(n, 31, 4.0f);
       if (n > 3) x[1] = 1e-6f, x[2] = -70000.0f, x[3] = 0.0f;  // subnormal, overflow, zero
       std::vector<uint16_t> h0(n), h1(n);
