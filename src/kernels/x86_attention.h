@@ -428,35 +428,15 @@ void AttnScores(TensorType type, int64_t n, const float* q, int64_t ldq, int64_t
   }
 }
 
-// Float vectors of W lanes, for the kernels written once for both widths.
-template <int W>
-struct Lanes;
-
-template <>
-struct Lanes<8> {
-  using V = __m256;
-  static V Load(const float* p) { return _mm256_loadu_ps(p); }
-  static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V Set1(float x) { return _mm256_set1_ps(x); }
-  static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  template <TensorType T>
-  static V Row(const void* r, int64_t i) { return Rows<T>::Load8(r, i); }
-};
-
-#ifdef __AVX512F__
-template <>
-struct Lanes<16> {
-  using V = __m512;
-  static V Load(const float* p) { return _mm512_loadu_ps(p); }
-  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V Set1(float x) { return _mm512_set1_ps(x); }
-  static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  template <TensorType T>
-  static V Row(const void* r, int64_t i) { return Rows<T>::Load16(r, i); }
-};
-#endif
+// W values of a row from element i as floats (Lanes<W>, x86_common.h).
+template <TensorType T, int W>
+inline typename Lanes<W>::V RowLoad(const void* r, int64_t i) {
+  if constexpr (W == 8) {
+    return Rows<T>::Load8(r, i);
+  } else {
+    return Rows<T>::Load16(r, i);
+  }
+}
 
 inline constexpr int64_t kAccAhead = 32;  // value rows prefetched ahead
 
@@ -478,7 +458,7 @@ inline void AccTile(int64_t c, const float* p, int64_t ldp, const void* const* r
     typename L::V x[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
-      x[v] = L::template Row<T>(rows[j], c + W * v);
+      x[v] = RowLoad<T, W>(rows[j], c + W * v);
       if constexpr (R::kScaled) x[v] = L::Mul(x[v], L::Set1(R::ScaleOf(rows[j], c + W * v)));
     }
 #pragma GCC unroll 8

@@ -990,27 +990,79 @@ void QuantizeQ8_K(const float* src, void* dst, int64_t n) {
 
 // ---- float operations ----
 
+#pragma GCC diagnostic push  // GCC 12's false positive on its own 512-bit intrinsics, as below
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Float vectors of W lanes, for the operations written once for both widths (the same operations
+// per lane in either, so the same bits).
+template <int W>
+struct Lanes;
+
+template <>
+struct Lanes<8> {
+  using V = __m256;
+  static V Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V Set1(float x) { return _mm256_set1_ps(x); }
+  static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V Fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+  static V Min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V Max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V Round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // 2^k for integral k in [-126, 127].
+  static V Pow2(V k) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
+  }
+};
+
+#ifdef __AVX512F__
+template <>
+struct Lanes<16> {
+  using V = __m512;
+  static V Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V Set1(float x) { return _mm512_set1_ps(x); }
+  static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V Fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+  static V Min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V Max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V Round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V Pow2(V k) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
+  }
+};
+#endif
+
 // e^x, relative error ~2e-7 for x in [-87, 88]; 0 below about -87.3 (e^x is then subnormal).
-inline __m256 Exp(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.0f)), _mm256_set1_ps(88.0f));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+template <int W>
+inline typename Lanes<W>::V ExpW(typename Lanes<W>::V x) {
+  using L = Lanes<W>;
+  x = L::Min(L::Max(x, L::Set1(-88.0f)), L::Set1(88.0f));
+  const typename L::V k = L::Round(L::Mul(x, L::Set1(1.44269504088896341f)));
   // r = x - k ln2 in two steps (ln2 split so that k * hi is exact).
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  typename L::V r = L::Fnma(k, L::Set1(0.693359375f), x);
+  r = L::Fnma(k, L::Set1(-2.12194440e-4f), r);
   // Taylor series of e^r to degree 7 (|r| <= 0.347: truncation error < 1e-8 relative).
-  __m256 p = _mm256_set1_ps(1.0f / 5040);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  typename L::V p = L::Set1(1.0f / 5040);
+  p = L::Fma(p, r, L::Set1(1.0f / 720));
+  p = L::Fma(p, r, L::Set1(1.0f / 120));
+  p = L::Fma(p, r, L::Set1(1.0f / 24));
+  p = L::Fma(p, r, L::Set1(1.0f / 6));
+  p = L::Fma(p, r, L::Set1(0.5f));
+  p = L::Fma(p, r, L::Set1(1.0f));
+  p = L::Fma(p, r, L::Set1(1.0f));
+  return L::Mul(p, L::Pow2(k));
 }
+
+inline __m256 Exp(__m256 x) { return ExpW<8>(x); }
+#ifdef __AVX512F__
+inline __m512 Exp16(__m512 x) { return ExpW<16>(x); }
+#endif
+
+#pragma GCC diagnostic pop
 
 // Sum of the 8 lanes of v added to a 4-lane double accumulator.
 inline __m256d AddWide(__m256d acc, __m256 v) {
@@ -1048,26 +1100,6 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#ifdef __AVX512F__
-// Exp in 16 lanes: the same operations per lane as Exp, so the same bits.
-inline __m512 Exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
-#endif
 
 // The AVX-512 build takes 16 values a step (its max and exponentials in 512-bit vectors, the
 // sum in two double accumulators of 8, independent chains), the AVX2 build 8.
