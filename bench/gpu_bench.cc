@@ -94,18 +94,13 @@ void Mul(benchmark::State& state, const TypeCase& tc, int64_t rows, int64_t cols
   auto run = [&]() -> Status {
     TANDEM_RETURN_IF_ERROR((*stream)->Begin());
     for (int c = 0; c < kCopies; ++c) {
-      for (int64_t first = 0; first < rows; first += 65535) {
-        gpu::MulPush p;
-        p.row_base = static_cast<uint32_t>(first);
-        p.cols = static_cast<uint32_t>(cols);
-        p.nt = nt;
-        p.x_stride = static_cast<uint32_t>(cols);
-        p.y_stride = static_cast<uint32_t>(rows);
-        p.row_bytes = static_cast<uint32_t>(row_bytes);
-        (*stream)->Dispatch(*gpu::MulKernelFor(tc.type), {copies[c].get(), xb->get(), yb->get()}, p,
-                            static_cast<uint32_t>(std::min<int64_t>(65535, rows - first)),
-                            (nt + gpu::kMulTokens - 1) / gpu::kMulTokens);
-      }
+      gpu::MulPush p;
+      p.cols = static_cast<uint32_t>(cols);
+      p.nt = nt;
+      p.x_stride = static_cast<uint32_t>(cols);
+      p.y_stride = static_cast<uint32_t>(rows);
+      p.row_bytes = static_cast<uint32_t>(row_bytes);
+      gpu::RecordMul(**stream, *gpu::MulKernelFor(tc.type), *copies[c], **xb, **yb, p, rows);
     }
     return (*stream)->Submit();
   };

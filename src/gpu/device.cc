@@ -28,6 +28,10 @@ constexpr KernelSpec kKernels[] = {
     {"mulid_q4_k", 4},    {"mulid_q5_k", 4},    {"mulid_q6_k", 4},    {"moe_route", 3},  {"moe_combine", 3},
     {"read", 2},          {"act_round_q8_0", 2}, {"act_round_q8_k", 2},
     {"gated_add", 3},
+    {"mul_tiles_f32", 3},  {"mul_tiles_f16", 3},  {"mul_tiles_bf16", 3}, {"mul_tiles_q4_0", 3},
+    {"mul_tiles_q4_1", 3}, {"mul_tiles_q5_0", 3}, {"mul_tiles_q5_1", 3}, {"mul_tiles_q8_0", 3},
+    {"mul_tiles_q2_k", 3}, {"mul_tiles_q3_k", 3}, {"mul_tiles_q4_k", 3}, {"mul_tiles_q5_k", 3},
+    {"mul_tiles_q6_k", 3},
 };
 static_assert(std::size(kKernels) == static_cast<size_t>(Kernel::kCount));
 constexpr uint32_t kMaxPushBytes = 64;  // Vulkan guarantees 128
@@ -113,6 +117,8 @@ std::optional<Kernel> MulKernelFor(quant::TensorType type, bool expert) {
                                           TensorType::kQ6_K};
   static_assert(static_cast<int>(Kernel::kMulQ6_K) - static_cast<int>(Kernel::kMulF32) + 1 == std::size(kTypes));
   static_assert(static_cast<int>(Kernel::kMulIdQ6_K) - static_cast<int>(Kernel::kMulIdF32) + 1 == std::size(kTypes));
+  static_assert(static_cast<int>(Kernel::kMulTilesQ6_K) - static_cast<int>(Kernel::kMulTilesF32) + 1 ==
+                std::size(kTypes));
   for (size_t i = 0; i < std::size(kTypes); ++i) {
     if (kTypes[i] == type) {
       return static_cast<Kernel>(static_cast<int>(expert ? Kernel::kMulIdF32 : Kernel::kMulF32) + static_cast<int>(i));
@@ -675,6 +681,32 @@ Status Stream::Replay() {
     }
   }
   return Status::Ok();
+}
+
+void RecordMul(Stream& s, Kernel mul, const Buffer& w, const Buffer& x, const Buffer& y, MulPush push, int64_t rows,
+               MulPath path) {
+  constexpr int64_t kMaxGroups = 65535;
+  const int64_t nt = push.nt;
+  const bool tiles = path == MulPath::kTiles || (path == MulPath::kAuto && nt > kMulTokens);
+  if (!tiles) {
+    for (int64_t first = 0; first < rows; first += kMaxGroups) {
+      MulPush p = push;
+      p.row_base = push.row_base + static_cast<uint32_t>(first);
+      p.rows = static_cast<uint32_t>(std::min(kMaxGroups, rows - first));
+      s.Dispatch(mul, {&w, &x, &y}, p, p.rows, static_cast<uint32_t>((nt + kMulTokens - 1) / kMulTokens));
+    }
+    return;
+  }
+  const Kernel tiled =
+      static_cast<Kernel>(static_cast<int>(Kernel::kMulTilesF32) + static_cast<int>(mul) - static_cast<int>(Kernel::kMulF32));
+  const int64_t slice = kMaxGroups * kMulTileRows;
+  for (int64_t first = 0; first < rows; first += slice) {
+    MulPush p = push;
+    p.row_base = push.row_base + static_cast<uint32_t>(first);
+    p.rows = static_cast<uint32_t>(std::min(slice, rows - first));
+    s.Dispatch(tiled, {&w, &x, &y}, p, (p.rows + kMulTileRows - 1) / kMulTileRows,
+               static_cast<uint32_t>((nt + kMulTileTokens - 1) / kMulTileTokens));
+  }
 }
 
 Result<double> MeasureReadBandwidth(Device& device) {

@@ -71,6 +71,9 @@ enum class Kernel : int {
   kRead,  // reads a buffer: MeasureReadBandwidth
   kActRoundQ8_0, kActRoundQ8_K,  // activations rounded as the CPU quantizes them for its products
   kGatedAdd,  // qwen2moe's shared expert
+  // The tiled products (mul_tiles.comp) for prompts and batches, in the order of the kMul* kernels.
+  kMulTilesF32, kMulTilesF16, kMulTilesBF16, kMulTilesQ4_0, kMulTilesQ4_1, kMulTilesQ5_0, kMulTilesQ5_1,
+  kMulTilesQ8_0, kMulTilesQ2_K, kMulTilesQ3_K, kMulTilesQ4_K, kMulTilesQ5_K, kMulTilesQ6_K,
   kCount
 };
 const char* KernelName(Kernel k);
@@ -201,15 +204,30 @@ class Device {
   std::unique_ptr<Impl> impl_;
 };
 
-// The push constants of the mul shaders (gpu/shaders/mul.comp): y[t][y_offset + row_base + r] =
-// row (row_base + r) of the weights times x[t], for nt tokens; with the MUL_ID kernels each
-// (token, choice) pair v multiplies its expert ids[v]'s rows with x[v / x_div].
+// The push constants of the product shaders (gpu/shaders/dequant.glsl): y[t][y_offset + row_base
+// + r] = row (row_base + r) of the weights times x[t], for nt tokens; with the MUL_ID kernels each
+// (token, choice) pair v multiplies its expert ids[v]'s rows with x[v / x_div]. `rows` bounds the
+// tiled kernels' rows (RecordMul sets it).
 struct MulPush {
   uint32_t row_base = 0, cols = 0, nt = 0, x_stride = 0, y_stride = 0, y_offset = 0, row_bytes = 0;
-  uint32_t expert_rows = 0, expert_first = 0, experts = 0, x_div = 1;
+  uint32_t expert_rows = 0, expert_first = 0, experts = 0, x_div = 1, rows = 0;
 };
-// Tokens per workgroup of the mul shaders (group y counts groups of them).
+// Tokens per workgroup of the mul shaders (group y counts groups of them): the row kernels
+// (mul.comp) take up to this many tokens, RecordMul the tiled ones for more.
 inline constexpr uint32_t kMulTokens = 8;
+// Rows and tokens per workgroup of the tiled kernels (mul_tiles.comp).
+inline constexpr uint32_t kMulTileRows = 64, kMulTileTokens = 64;
+
+// Which product kernel RecordMul records: by the number of tokens, or the one named (tests).
+enum class MulPath { kAuto, kRows, kTiles };
+
+// Records y = W x for `rows` rows of W from push.row_base and push.nt tokens, W's type given by
+// `mul`, its row kernel (MulKernelFor, not an expert one): that kernel (one workgroup a row and
+// kMulTokens tokens) for up to kMulTokens tokens, where one read of each weight serves them all;
+// the tiled kernel of the same type for more, which dequantizes each weight once per
+// kMulTileTokens tokens. At most 65535 groups per dispatch (larger matrices take several).
+void RecordMul(Stream& s, Kernel mul, const Buffer& w, const Buffer& x, const Buffer& y, MulPush push, int64_t rows,
+               MulPath path = MulPath::kAuto);
 
 // The device's read bandwidth in GB/s: the best of a few passes of the read shader over the
 // largest buffer one binding holds (at most 1 GiB), timed on the host around each submission.

@@ -165,8 +165,10 @@ Kernel MulKernel(quant::TensorType t, bool expert = false) {
   return k.value_or(Kernel::kMulF32);
 }
 
-// Every weight type: rows of random values quantized by the reference, times 1, 5 and 11
-// token rows (one workgroup takes 8), against the dot products of the dequantized rows (double).
+// Every weight type: rows of random values quantized by the reference, times token rows, against
+// the dot products of the dequantized rows (double). The row kernels at 1, 5 and 11 tokens (one
+// workgroup takes 8); the tiled ones at 11 and 70 tokens over 133 rows (partial tiles of both), the
+// 70 from the automatic choice. A float matrix 100 columns wide too (a partial chunk of 32).
 TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
   using quant::TensorType;
   std::unique_ptr<Device> dev = OpenFirst();
@@ -175,53 +177,71 @@ TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
   ASSERT_TRUE(stream.ok());
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  const int64_t rows = 37, cols = 512;
+  struct Case {
+    uint32_t nt;
+    int64_t rows;
+    MulPath path;
+  };
+  const Case cases[] = {{1, 37, MulPath::kRows},   {5, 37, MulPath::kRows},   {11, 37, MulPath::kRows},
+                        {11, 133, MulPath::kTiles}, {70, 133, MulPath::kAuto}};
   for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ4_0, TensorType::kQ4_1,
                        TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ2_K, TensorType::kQ3_K,
                        TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     const quant::TypeOps* ops = quant::ReferenceOps(t);
     ASSERT_NE(ops, nullptr);
-    SCOPED_TRACE(KernelName(MulKernel(t)));
-    const size_t row_bytes = quant::RowBytes(t, cols);
-    std::vector<uint8_t> w(rows * row_bytes);
-    std::vector<float> deq(rows * cols), src(cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (float& v : src) v = normal(rng);
-      ops->quantize_row(src.data(), &w[r * row_bytes], cols);
-      ops->dequantize_row(&w[r * row_bytes], &deq[r * cols], cols);
-    }
-    for (uint32_t nt : {1u, 5u, 11u}) {
-      std::vector<float> x(nt * cols);
-      for (float& v : x) v = normal(rng);
-      auto wb = dev->NewBuffer(w.size(), false, "w");
-      auto xb = dev->NewBuffer(x.size() * 4, false, "x");
-      // Outputs go to columns 3.. of rows 2 floats wider than the matrix (the strides and
-      // offsets the forward pass uses).
-      const uint32_t y_stride = rows + 5;
-      auto yb = dev->NewBuffer(nt * y_stride * 4, true, "y");
-      ASSERT_TRUE(wb.ok() && xb.ok() && yb.ok());
-      ASSERT_TRUE(dev->Upload(**wb, 0, w.data(), w.size()).ok());
-      ASSERT_TRUE(dev->Upload(**xb, 0, x.data(), x.size() * 4).ok());
-      std::fill_n(static_cast<float*>((*yb)->mapped()), nt * y_stride, -1.0f);
-      ASSERT_TRUE((*stream)->Begin().ok());
-      // Two dispatches of the rows (the split the forward pass makes past 65535 rows).
-      const uint32_t first = 20;
-      MulPush p{0, static_cast<uint32_t>(cols), nt, static_cast<uint32_t>(cols), y_stride, 3,
-                static_cast<uint32_t>(row_bytes)};
-      (*stream)->Dispatch(MulKernel(t), {wb->get(), xb->get(), yb->get()}, p, first, (nt + 7) / 8);
-      p.row_base = first;
-      (*stream)->Dispatch(MulKernel(t), {wb->get(), xb->get(), yb->get()}, p, rows - first, (nt + 7) / 8);
-      ASSERT_TRUE((*stream)->Submit().ok());
-      const float* y = static_cast<const float*>((*yb)->mapped());
-      for (uint32_t tk = 0; tk < nt; ++tk) {
-        EXPECT_EQ(y[tk * y_stride + 2], -1.0f);  // nothing written outside the outputs
+    const bool is_float = t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16;
+    for (const int64_t cols : {int64_t{512}, int64_t{100}}) {
+      if (cols == 100 && !is_float) continue;
+      for (const Case& k : cases) {
+        SCOPED_TRACE(std::string(KernelName(MulKernel(t))) + " cols " + std::to_string(cols) + " tokens " +
+                     std::to_string(k.nt) + " rows " + std::to_string(k.rows) +
+                     (k.path == MulPath::kRows ? " row kernel" : " tiled kernel"));
+        const int64_t rows = k.rows;
+        const uint32_t nt = k.nt;
+        const size_t row_bytes = quant::RowBytes(t, cols);
+        std::vector<uint8_t> w(rows * row_bytes);
+        std::vector<float> deq(rows * cols), src(cols);
         for (int64_t r = 0; r < rows; ++r) {
-          double want = 0, mag = 0;
-          for (int64_t c = 0; c < cols; ++c) {
-            want += static_cast<double>(deq[r * cols + c]) * x[tk * cols + c];
-            mag += std::fabs(static_cast<double>(deq[r * cols + c]) * x[tk * cols + c]);
+          for (float& v : src) v = normal(rng);
+          ops->quantize_row(src.data(), &w[r * row_bytes], cols);
+          ops->dequantize_row(&w[r * row_bytes], &deq[r * cols], cols);
+        }
+        std::vector<float> x(nt * cols);
+        for (float& v : x) v = normal(rng);
+        auto wb = dev->NewBuffer(w.size(), false, "w");
+        auto xb = dev->NewBuffer(x.size() * 4, false, "x");
+        // Outputs go to columns 3.. of rows 5 floats wider than the matrix (the strides and
+        // offsets the forward pass uses).
+        const uint32_t y_stride = rows + 5;
+        auto yb = dev->NewBuffer(nt * y_stride * 4, true, "y");
+        ASSERT_TRUE(wb.ok() && xb.ok() && yb.ok());
+        ASSERT_TRUE(dev->Upload(**wb, 0, w.data(), w.size()).ok());
+        ASSERT_TRUE(dev->Upload(**xb, 0, x.data(), x.size() * 4).ok());
+        float* y = static_cast<float*>((*yb)->mapped());
+        std::fill_n(y, nt * y_stride, -1.0f);
+        ASSERT_TRUE((*stream)->Begin().ok());
+        // Two records of the rows (a matrix split into parts past one binding), the second
+        // starting at a row that is not a tile's first.
+        const int64_t first = 20;
+        MulPush p{0, static_cast<uint32_t>(cols), nt, static_cast<uint32_t>(cols), y_stride, 3,
+                  static_cast<uint32_t>(row_bytes)};
+        RecordMul(**stream, MulKernel(t), **wb, **xb, **yb, p, first, k.path);
+        p.row_base = first;
+        RecordMul(**stream, MulKernel(t), **wb, **xb, **yb, p, rows - first, k.path);
+        ASSERT_TRUE((*stream)->Submit().ok());
+        for (uint32_t tk = 0; tk < nt; ++tk) {
+          // Nothing written outside the outputs.
+          for (const int64_t c : {int64_t{0}, int64_t{1}, int64_t{2}, rows + 3, rows + 4}) {
+            ASSERT_EQ(y[tk * y_stride + c], -1.0f) << "token " << tk << " column " << c;
           }
-          ASSERT_NEAR(y[tk * y_stride + 3 + r], want, 1e-5 * mag + 1e-6) << "token " << tk << " row " << r;
+          for (int64_t r = 0; r < rows; ++r) {
+            double want = 0, mag = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              want += static_cast<double>(deq[r * cols + c]) * x[tk * cols + c];
+              mag += std::fabs(static_cast<double>(deq[r * cols + c]) * x[tk * cols + c]);
+            }
+            ASSERT_NEAR(y[tk * y_stride + 3 + r], want, 1e-5 * mag + 1e-6) << "token " << tk << " row " << r;
+          }
         }
       }
     }

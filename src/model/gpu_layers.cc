@@ -13,7 +13,6 @@ namespace {
 
 // Groups per dispatch dimension every Vulkan device takes (maxComputeWorkGroupCount's minimum).
 constexpr int64_t kMaxGroups = 65535;
-using gpu::kMulTokens;
 
 using gpu::MulPush;
 struct RoutePush {
@@ -348,13 +347,10 @@ struct GpuLayers::Impl {
     const Buffer& xb = Rounded(m.act, x_in, nt, x_stride);
     Wrote(yb);
     for (const GpuMatrix::Part& part : m.parts) {
-      Slices(part.rows, [&](int64_t first, int64_t rows) {
-        const MulPush push{static_cast<uint32_t>(first), static_cast<uint32_t>(m.cols), static_cast<uint32_t>(nt),
-                           static_cast<uint32_t>(x_stride), static_cast<uint32_t>(y_stride),
-                           static_cast<uint32_t>(y_col + part.first), static_cast<uint32_t>(m.row_bytes)};
-        stream->Dispatch(m.kernel, {part.buf.get(), &xb, &yb}, push, static_cast<uint32_t>(rows),
-                         static_cast<uint32_t>((nt + kMulTokens - 1) / kMulTokens));
-      });
+      const MulPush push{0, static_cast<uint32_t>(m.cols), static_cast<uint32_t>(nt), static_cast<uint32_t>(x_stride),
+                         static_cast<uint32_t>(y_stride), static_cast<uint32_t>(y_col + part.first),
+                         static_cast<uint32_t>(m.row_bytes)};
+      gpu::RecordMul(*stream, m.kernel, *part.buf, xb, yb, push, part.rows);
     }
   }
   // y (pairs rows, y_stride apart) = each (token, choice) pair's expert times its activation row
