@@ -88,6 +88,9 @@ DeviceInfo Describe(const VulkanApi& api, VkPhysicalDevice pd, int index) {
     info.unusable = "no VK_KHR_push_descriptor";
   } else if (props.properties.limits.maxComputeSharedMemorySize < 16384) {
     info.unusable = "less than 16 KiB of shared memory per workgroup";
+  } else if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+             !(sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)) {
+    info.unusable = "no subgroup arithmetic in compute shaders";
   }
   return info;
 }

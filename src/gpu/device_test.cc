@@ -167,8 +167,9 @@ Kernel MulKernel(quant::TensorType t, bool expert = false) {
 
 // Every weight type: rows of random values quantized by the reference, times token rows, against
 // the dot products of the dequantized rows (double). The row kernels at 1, 5 and 11 tokens (one
-// workgroup takes 8); the tiled ones at 11 and 70 tokens over 133 rows (partial tiles of both), the
-// 70 from the automatic choice. A float matrix 100 columns wide too (a partial chunk of 32).
+// workgroup takes 8), 512 and 2304 columns wide (a thread takes several blocks); the tiled ones
+// at 11 and 70 tokens over 133 rows (partial tiles of both), the 70 from the automatic choice. A
+// float matrix 100 columns wide too (a partial chunk of 32).
 TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
   using quant::TensorType;
   std::unique_ptr<Device> dev = OpenFirst();
@@ -190,9 +191,10 @@ TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
     const quant::TypeOps* ops = quant::ReferenceOps(t);
     ASSERT_NE(ops, nullptr);
     const bool is_float = t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16;
-    for (const int64_t cols : {int64_t{512}, int64_t{100}}) {
+    for (const int64_t cols : {int64_t{512}, int64_t{2304}, int64_t{100}}) {
       if (cols == 100 && !is_float) continue;
       for (const Case& k : cases) {
+        if (cols == 2304 && k.path != MulPath::kRows) continue;  // several blocks a thread: the row kernel's loop
         SCOPED_TRACE(std::string(KernelName(MulKernel(t))) + " cols " + std::to_string(cols) + " tokens " +
                      std::to_string(k.nt) + " rows " + std::to_string(k.rows) +
                      (k.path == MulPath::kRows ? " row kernel" : " tiled kernel"));
