@@ -99,6 +99,32 @@ TEST(GpuModelTest, NglSplitsInsideOneNodeGiveTheCpuLogits) {
   }
 }
 
+// A cache of one type for keys and another for values (one dispatch stores both, kv_store.comp):
+// both orders of F16 and Q8_0, every layer on the GPU, against the CPU with the same cache types
+// (which round the rows the same way), within the float-weight bound.
+TEST(GpuModelTest, MixedCacheTypesGiveTheCpuLogits) {
+  ASSERT_NE(TestGpu(), nullptr) << "no usable Vulkan device (scripts/install-deps.sh installs lavapipe)";
+  TANDEM_REQUIRE_SHARED(SharedDir() / "reference/models/tiny-f16.gguf");
+  std::optional<model::Model> m = Load("tiny-f16.gguf");
+  ASSERT_TRUE(m.has_value());
+  const std::vector<model::Batch> batches = PromptAndSteps(m->params().n_vocab);
+  using quant::TensorType;
+  for (auto [k, v] : {std::pair{TensorType::kF16, TensorType::kQ8_0}, std::pair{TensorType::kQ8_0, TensorType::kF16}}) {
+    SCOPED_TRACE(std::string("K ") + (k == TensorType::kF16 ? "f16" : "q8_0") + ", V " +
+                 (v == TensorType::kF16 ? "f16" : "q8_0"));
+    model::ContextOptions o;
+    o.type_k = k;
+    o.type_v = v;
+    const std::vector<float> cpu = RunBatches(*m, o, batches);
+    o.device = TestGpu();
+    o.gpu_layers = m->params().n_layer;
+    const double kl = MaxKl(cpu, RunBatches(*m, o, batches), m->params().n_vocab);
+    std::printf("mixed cache: max KL %.2e against the CPU\n", kl);
+    EXPECT_LE(kl, 1e-3);
+    EXPECT_GT(kl, 0.0) << "bit-equal to the CPU, so the GPU did not compute";
+  }
+}
+
 // Twelve sequences in one batch, 60 tokens each, through every layer on the GPU: more cells than
 // tiny-gemma3's window pool starts with (16 + 32 + 512), so it grows (keeping every row), and
 // each token attends to its own sequence only. Then decode steps mixing the sequences. The

@@ -55,7 +55,8 @@ Compare CompareLogits(const std::vector<std::vector<float>>& ref, const float* o
       const double lp = r[i] - rmax - std::log(rs), lq = o[i] - omax - std::log(os);
       kl += std::exp(lp) * (lp - lq);
     }
-    c.max_kl = std::max(c.max_kl, kl);
+    // A NaN (non-finite logits) stays: std::max would drop it and every bound would hold.
+    c.max_kl = std::isnan(kl) || std::isnan(c.max_kl) ? kl + c.max_kl : std::max(c.max_kl, kl);
     kls.push_back(kl);
     if (rarg != oarg) {
       double second = -INFINITY;
@@ -73,7 +74,7 @@ Compare CompareLogits(const std::vector<std::vector<float>>& ref, const float* o
   }
   c.positions = static_cast<int>(kls.size());
   for (double kl : kls) c.mean_kl += kl / kls.size();
-  if (!kls.empty()) {
+  if (!kls.empty() && !std::isnan(c.max_kl)) {  // (NaN has no order to sort by)
     std::sort(kls.begin(), kls.end());
     c.p90_kl = kls[std::min(kls.size() - 1, static_cast<size_t>(std::ceil(0.9 * kls.size())) - 1)];
   }

@@ -30,7 +30,8 @@ inline std::vector<std::filesystem::path> SharedFiles(const std::string& sub,
   return out;
 }
 
-// The largest per-row KL(softmax(a) || softmax(b)) over rows of n_vocab logits (sizes must match).
+// The largest per-row KL(softmax(a) || softmax(b)) over rows of n_vocab logits (sizes must match);
+// NaN when a row has non-finite logits, so that no bound holds for them.
 inline double MaxKl(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
@@ -46,6 +47,7 @@ inline double MaxKl(const std::vector<float>& a, const std::vector<float>& b, in
       const double la = a[r + i] - ma - std::log(sa), lb = b[r + i] - mb - std::log(sb);
       kl += std::exp(la) * (la - lb);
     }
+    if (std::isnan(kl)) return kl;  // non-finite logits: no bound holds (std::max would drop a NaN)
     worst = std::max(worst, kl);
   }
   return worst;

@@ -62,7 +62,8 @@ Result<DeviceChoice> ChooseDevice(const std::string& name);
 enum class Kernel : int {
   kMulF32, kMulF16, kMulBF16, kMulQ4_0, kMulQ4_1, kMulQ5_0, kMulQ5_1, kMulQ8_0,
   kMulQ2_K, kMulQ3_K, kMulQ4_K, kMulQ5_K, kMulQ6_K,
-  kRmsNorm, kRope, kAdd, kActMul, kKvStoreF16, kKvStoreQ8_0,
+  kRmsNorm, kRope, kAdd, kActMul,
+  kKvStoreF16F16, kKvStoreF16Q8, kKvStoreQ8F16, kKvStoreQ8Q8,  // K type, V type
   kAttnF16F16, kAttnF16Q8, kAttnQ8F16, kAttnQ8Q8,  // K type, V type
   kGather, kSoftcap,
   // Mixture of experts: products with each (token, choice) pair's own expert, routing, combining.
@@ -207,10 +208,11 @@ class Device {
 // The push constants of the product shaders (gpu/shaders/dequant.glsl): y[t][y_offset + row_base
 // + r] = row (row_base + r) of the weights times x[t], for nt tokens; with the MUL_ID kernels each
 // (token, choice) pair v multiplies its expert ids[v]'s rows with x[v / x_div]. `rows` bounds the
-// tiled kernels' rows (RecordMul sets it).
+// tiled kernels' rows (RecordMul sets it). With `accumulate` each product is added to what y
+// holds there (y[..] += row . x[t], one addition: a residual) instead of replacing it.
 struct MulPush {
   uint32_t row_base = 0, cols = 0, nt = 0, x_stride = 0, y_stride = 0, y_offset = 0, row_bytes = 0;
-  uint32_t expert_rows = 0, expert_first = 0, experts = 0, x_div = 1, rows = 0;
+  uint32_t expert_rows = 0, expert_first = 0, experts = 0, x_div = 1, rows = 0, accumulate = 0;
 };
 // Tokens per workgroup of the mul shaders (group y counts groups of them): the row kernels
 // (mul.comp) take up to this many tokens, RecordMul the tiled ones for more.

@@ -169,7 +169,7 @@ Kernel MulKernel(quant::TensorType t, bool expert = false) {
 // the dot products of the dequantized rows (double). The row kernels at 1, 5 and 11 tokens (one
 // workgroup takes 8), 512 and 2304 columns wide (a thread takes several blocks); the tiled ones
 // at 11 and 70 tokens over 133 rows (partial tiles of both), the 70 from the automatic choice. A
-// float matrix 100 columns wide too (a partial chunk of 32).
+// float matrix 100 columns wide too (a partial chunk of 32). Then each again accumulating into y.
 TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
   using quant::TensorType;
   std::unique_ptr<Device> dev = OpenFirst();
@@ -243,6 +243,20 @@ TEST(GpuDeviceTest, MatrixProductsOfEveryWeightTypeMatchTheDequantizedRows) {
               mag += std::fabs(static_cast<double>(deq[r * cols + c]) * x[tk * cols + c]);
             }
             ASSERT_NEAR(y[tk * y_stride + 3 + r], want, 1e-5 * mag + 1e-6) << "token " << tk << " row " << r;
+          }
+        }
+        // Accumulating (a residual): the same products added to what y holds, so twice them.
+        const std::vector<float> once(y, y + nt * y_stride);
+        ASSERT_TRUE((*stream)->Begin().ok());
+        p.accumulate = 1;
+        p.row_base = 0;
+        RecordMul(**stream, MulKernel(t), **wb, **xb, **yb, p, rows, k.path);
+        ASSERT_TRUE((*stream)->Submit().ok());
+        for (uint32_t tk = 0; tk < nt; ++tk) {
+          ASSERT_EQ(y[tk * y_stride + 2], -1.0f);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float o = once[tk * y_stride + 3 + r];
+            ASSERT_EQ(y[tk * y_stride + 3 + r], o + o) << "accumulating, token " << tk << " row " << r;
           }
         }
       }

@@ -27,7 +27,7 @@ struct NormPush {
   uint32_t row0;
 };
 struct RopePush {
-  uint32_t head_dim, stride, halves;
+  uint32_t head_dim, q_stride, k_stride, halves, q_heads;
 };
 struct AddPush {
   uint32_t n, b_len;
@@ -36,7 +36,7 @@ struct ActPush {
   uint32_t n, gelu;
 };
 struct StorePush {
-  uint32_t kv_dim, row_bytes;
+  uint32_t kv_dim, k_row_bytes, v_row_bytes;
 };
 struct AttnPush {
   uint32_t q_dim, head_dim, group, k_row_bytes, v_row_bytes;
@@ -154,7 +154,7 @@ struct GpuLayers::Impl {
   GpuMatrix output;
   std::unique_ptr<gpu::Stream> stream;
   Kernel attn_kernel = Kernel::kAttnF16F16;
-  Kernel store_k = Kernel::kKvStoreF16, store_v = Kernel::kKvStoreF16;
+  Kernel store = Kernel::kKvStoreF16F16;
   size_t k_row_bytes = 0, v_row_bytes = 0;
   int64_t window_cells = 0;
   // Activations (device-local) for up to `reserved` tokens, and the batch's inputs and outputs
@@ -341,15 +341,17 @@ struct GpuLayers::Impl {
     }
   }
 
-  // y (nt rows, y_stride apart, starting at column y_col) = m times x (nt rows of x_stride).
+  // y (nt rows, y_stride apart, starting at column y_col) = m times x (nt rows of x_stride); with
+  // `accumulate`, y += it (a residual added by the product, not by another dispatch).
   void Mul(const GpuMatrix& m, const Buffer& x_in, int64_t nt, int64_t x_stride, const Buffer& yb, int64_t y_stride,
-           int64_t y_col = 0) {
+           int64_t y_col = 0, bool accumulate = false) {
     const Buffer& xb = Rounded(m.act, x_in, nt, x_stride);
     Wrote(yb);
     for (const GpuMatrix::Part& part : m.parts) {
-      const MulPush push{0, static_cast<uint32_t>(m.cols), static_cast<uint32_t>(nt), static_cast<uint32_t>(x_stride),
-                         static_cast<uint32_t>(y_stride), static_cast<uint32_t>(y_col + part.first),
-                         static_cast<uint32_t>(m.row_bytes)};
+      MulPush push{0, static_cast<uint32_t>(m.cols), static_cast<uint32_t>(nt), static_cast<uint32_t>(x_stride),
+                   static_cast<uint32_t>(y_stride), static_cast<uint32_t>(y_col + part.first),
+                   static_cast<uint32_t>(m.row_bytes)};
+      push.accumulate = accumulate ? 1 : 0;
       gpu::RecordMul(*stream, m.kernel, *part.buf, xb, yb, push, part.rows);
     }
   }
@@ -433,35 +435,44 @@ struct GpuLayers::Impl {
       Norm(*q, *w.q_norm, *q, n * p.n_head, D);
       Norm(*k, *w.k_norm, *k, n * p.n_head_kv, D);
     }
+    // Queries and keys rotated in one dispatch, keys and values stored in one.
     const Buffer& angles = w.local ? *cs_local : *cs;
     const uint32_t halves = p.rope_order == RopeOrder::kHalves ? 1 : 0;
-    Dispatch(Kernel::kRope, {q.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(qd), halves},
-                     static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head));
-    Dispatch(Kernel::kRope, {k.get(), &angles}, RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(kvd), halves},
-                     static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head_kv));
-    Dispatch(store_k, {k.get(), cells[w.pool].get(), w.k_cache.get()},
-                     StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(k_row_bytes)}, static_cast<uint32_t>(n));
-    Dispatch(store_v, {v.get(), cells[w.pool].get(), w.v_cache.get()},
-                     StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(v_row_bytes)}, static_cast<uint32_t>(n));
+    Dispatch(Kernel::kRope, {q.get(), &angles, k.get()},
+             RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(qd), static_cast<uint32_t>(kvd), halves,
+                      static_cast<uint32_t>(p.n_head)},
+             static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head + p.n_head_kv));
+    Dispatch(store, {k.get(), cells[w.pool].get(), w.k_cache.get(), v.get(), w.v_cache.get()},
+             StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(k_row_bytes), static_cast<uint32_t>(v_row_bytes)},
+             static_cast<uint32_t>(n), 2);
     const AttnPush ap{static_cast<uint32_t>(qd), static_cast<uint32_t>(D), static_cast<uint32_t>(p.n_head / p.n_head_kv),
                       static_cast<uint32_t>(k_row_bytes), static_cast<uint32_t>(v_row_bytes), p.AttentionScale(),
                       w.local ? 1u : 0u};
     Dispatch(attn_kernel, {q.get(), w.k_cache.get(), w.v_cache.get(), seq_cells[w.pool].get(), tok[w.pool].get(),
                                    att.get()},
                      ap, static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head));
-    Mul(w.wo, *att, n, qd, *xn, E);
-    if (w.post_attn_norm != nullptr) Norm(*xn, *w.post_attn_norm, *xn, n, E);
-    Add(*x, *xn, n * E, n * E);
+    // The output products add into the residual themselves, unless a norm comes between (gemma3).
+    if (w.post_attn_norm != nullptr) {
+      Mul(w.wo, *att, n, qd, *xn, E);
+      Norm(*xn, *w.post_attn_norm, *xn, n, E);
+      Add(*x, *xn, n * E, n * E);
+    } else {
+      Mul(w.wo, *att, n, qd, *x, E, 0, /*accumulate=*/true);
+    }
 
     Norm(*x, *w.ffn_norm, *xn, n, E);
     if (p.is_moe()) {
-      Experts(w, n);
+      Experts(w, n);  // into tmp
     } else {
       Mul(w.gate, *xn, n, E, *gate, p.n_ff);
       Mul(w.up, *xn, n, E, *up, p.n_ff);
       const ActPush act{static_cast<uint32_t>(n * p.n_ff), p.ffn_act == FfnActivation::kGelu ? 1u : 0u};
       Dispatch(Kernel::kActMul, {gate.get(), up.get()}, act,
                        static_cast<uint32_t>(std::min<int64_t>((n * p.n_ff + 255) / 256, kMaxGroups)));
+      if (w.post_ffn_norm == nullptr) {
+        Mul(w.down, *gate, n, p.n_ff, *x, E, 0, /*accumulate=*/true);
+        return;
+      }
       Mul(w.down, *gate, n, p.n_ff, *tmp, E);
     }
     if (w.post_ffn_norm != nullptr) Norm(*tmp, *w.post_ffn_norm, *tmp, n, E);
@@ -505,8 +516,7 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
   TANDEM_ASSIGN_OR_RETURN(im.stream, im.dev->NewStream());
   const bool kq8 = config.type_k == TensorType::kQ8_0, vq8 = config.type_v == TensorType::kQ8_0;
   im.attn_kernel = kq8 ? (vq8 ? Kernel::kAttnQ8Q8 : Kernel::kAttnQ8F16) : (vq8 ? Kernel::kAttnF16Q8 : Kernel::kAttnF16F16);
-  im.store_k = kq8 ? Kernel::kKvStoreQ8_0 : Kernel::kKvStoreF16;
-  im.store_v = vq8 ? Kernel::kKvStoreQ8_0 : Kernel::kKvStoreF16;
+  im.store = kq8 ? (vq8 ? Kernel::kKvStoreQ8Q8 : Kernel::kKvStoreQ8F16) : (vq8 ? Kernel::kKvStoreF16Q8 : Kernel::kKvStoreF16F16);
   im.k_row_bytes = quant::RowBytes(config.type_k, p.kv_dim());
   im.v_row_bytes = quant::RowBytes(config.type_v, p.kv_dim());
   im.window_cells = config.cells[1];

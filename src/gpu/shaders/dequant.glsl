@@ -22,6 +22,7 @@ layout(push_constant) uniform Push {
   uint experts;       // MUL_ID: experts in W
   uint x_div;         // MUL_ID: pairs per activation row (k for gate and up, 1 for down)
   uint rows;          // mul_tiles: rows of this dispatch
+  uint accumulate;    // 1: y += the product (a residual), else y = it
 } p;
 
 #if !defined(TYPE_F32) && !defined(TYPE_F16) && !defined(TYPE_BF16)

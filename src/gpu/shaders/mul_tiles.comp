@@ -4,7 +4,8 @@
 // memory while the other 64 copy the tokens' activations there; then each thread adds the
 // products of 8 rows by 4 tokens from shared memory. Each weight is dequantized once per 64
 // tokens (mul.comp: once per 8) and every product reads shared memory. For prompts and batches:
-// gpu::RecordMul takes it for more than gpu::kMulTokens tokens.
+// gpu::RecordMul takes it for more than gpu::kMulTokens tokens. With `accumulate` the sums are
+// added to y (a residual).
 #version 450
 #include "common.glsl"
 
@@ -13,7 +14,7 @@ layout(local_size_x = 128) in;
 #include "dequant.glsl"
 
 layout(std430, binding = 1) readonly buffer X { float x[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
 
 const uint kRows = 64, kTokens = 64;
 // 16 KiB in all, the least any Vulkan device offers. ws[i][r]: element i of this chunk of row r;
@@ -65,7 +66,9 @@ void main() {
     if (r >= p.rows) break;
     for (uint j = 0; j < 4; ++j) {
       const uint t = t0 + 4 * tt + j;
-      if (t < p.nt) y[t * p.y_stride + p.y_offset + p.row_base + r] = acc[u][j];
+      if (t >= p.nt) continue;
+      const uint o = t * p.y_stride + p.y_offset + p.row_base + r;
+      y[o] = p.accumulate != 0 ? y[o] + acc[u][j] : acc[u][j];
     }
   }
 }
