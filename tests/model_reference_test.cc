@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -316,10 +317,13 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     ++checked;
   }
   // Every file of the variants (fa0: 10 float, 25 quantized; fa1 alone: 3 float, 6 quantized); a
-  // q8_0 cache leaves out the two 260K models (head sizes 8 and 16), 4 float files of fa0.
+  // q8_0 cache leaves out the two 260K models (head sizes 8 and 16), 4 float files of fa0. The
+  // GPU machine's run (bench/gpu_device_check.sh) carries a part of the set and says so with
+  // TANDEM_REFERENCE_SUBSET=1: there every file present counts, at least one.
   const bool fa1_only = spec.variants.size() == 1 && spec.variants[0] == ".fa1.";
   const int per_variant = fa1_only ? (float_models ? 3 : 6) : float_models ? (cache_changed ? 6 : 10) : 25;
-  EXPECT_GE(checked, per_variant);
+  const char* subset = std::getenv("TANDEM_REFERENCE_SUBSET");
+  EXPECT_GE(checked, subset != nullptr && std::string(subset) == "1" ? 1 : per_variant);
 }
 
 TEST(ModelReferenceTest, FloatModelsLogitsArgmaxAndGreedyTokens) {
