@@ -12,12 +12,16 @@ uint Word16x2(uint h) { return uint(wh[h]) | (uint(wh[h + 1]) << 16); }
 layout(std430, binding = 0) readonly buffer W32 { uint ww[]; };  // the same buffer by 32-bit words
 #endif
 
-#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
+// Blocks of 32 read 4 threads to a block, 8 consecutive elements each: the float types and Q8_0.
+#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16) || defined(TYPE_Q8_0)
 #define BLOCK 32
 #define LANES 4
 #define RUNS 1
 #define RUN 8
 uint RunStart(uint lane, uint r) { return 8 * lane; }
+#endif
+
+#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
 void Part(uint base, uint blk, uint lane, out float v[8]) {
   const uint e0 = 32 * blk + 8 * lane;
   for (uint i = 0; i < 8; ++i) {
@@ -55,11 +59,6 @@ void Part(uint base, uint blk, uint lane, out float v[8]) {
 
 #elif defined(TYPE_Q8_0)
 // 34 bytes: d, qs[32] (int8). A lane takes 8 of them.
-#define BLOCK 32
-#define LANES 4
-#define RUNS 1
-#define RUN 8
-uint RunStart(uint lane, uint r) { return 8 * lane; }
 void Part(uint base, uint blk, uint lane, out float v[8]) {
   const uint h = (base + 34 * blk) / 2;
   const float d = unpackHalf2x16(uint(wh[h])).x;
