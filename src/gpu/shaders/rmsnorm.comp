@@ -2,6 +2,7 @@
 // when x and y are the same buffer: each thread writes only the elements it read.
 #version 450
 #include "common.glsl"
+#extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
@@ -24,12 +25,12 @@ void main() {
     const float v = x[row * p.x_stride + i];
     ss += v * v;
   }
-  red[tid] = ss;
+  // Summed within each subgroup, then across the subgroups (one barrier).
+  ss = subgroupAdd(ss);
+  if (subgroupElect()) red[gl_SubgroupID] = ss;
   barrier();
-  for (uint s = 32; s > 0; s >>= 1) {
-    if (tid < s) red[tid] += red[tid + s];
-    barrier();
-  }
-  const float inv = 1.0 / sqrt(red[0] / float(p.len) + p.eps);
+  float total = 0.0;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) total += red[i];
+  const float inv = 1.0 / sqrt(total / float(p.len) + p.eps);
   for (uint i = tid; i < p.len; i += 64) y[row * p.y_stride + i] = x[row * p.x_stride + i] * inv * w[i];
 }
