@@ -23,8 +23,19 @@ bool KQuant(TensorType t) { return t == TensorType::kQ4_K || t == TensorType::kQ
 TensorType InterleavedActType(TensorType t) { return KQuant(t) ? TensorType::kQ8_K : TensorType::kQ8_0; }
 
 size_t InterleavedActRowBytes(TensorType t, int64_t cols) {
-  return KQuant(t) ? quant::RowBytes(TensorType::kQ8_K, cols)
-                                : sizeof(BlockQ8S) * static_cast<size_t>(cols / quant::kQK);
+  return KQuant(t) ? quant::RowBytes(TensorType::kQ8_K, cols) + 8 * sizeof(int16_t) * static_cast<size_t>(cols / quant::kQKK)
+                   : sizeof(BlockQ8S) * static_cast<size_t>(cols / quant::kQK);
+}
+
+void FinishActRow(TensorType t, void* row, int64_t cols) {
+  if (!KQuant(t)) return;
+  const int64_t nb = cols / quant::kQKK;
+  const auto* y = static_cast<const quant::BlockQ8_K*>(row);
+  int16_t sums[8];
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int j = 0; j < 8; ++j) sums[j] = static_cast<int16_t>(y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+    std::memcpy(static_cast<uint8_t*>(row) + nb * sizeof(quant::BlockQ8_K) + i * sizeof(sums), sums, sizeof(sums));
+  }
 }
 
 size_t InterleavedBlockBytes(TensorType t) {

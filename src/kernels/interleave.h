@@ -67,10 +67,15 @@ static_assert(sizeof(BlockQ8S) == 40);
 // Whether `t` has an interleaved layout (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K).
 bool HasInterleavedLayout(quant::TensorType t);
 // The activation format of interleaved `t`: Q8_K for Q4_K and Q6_K, else Q8S (reported as kQ8_0, whose
-// blocks Q8S extends).
+// blocks Q8S extends). A K-quant's activation row is its Q8_K blocks followed by, per super-block,
+// the 8 sums of its 32-element sub-blocks' quants as int16 (bsums[2j] + bsums[2j + 1]: 16 bytes),
+// which Q4_K's mins take two sub-blocks at a time (FinishActRow writes them).
 quant::TensorType InterleavedActType(quant::TensorType t);
 // Bytes of one activation row of `cols` elements for interleaved `t`.
 size_t InterleavedActRowBytes(quant::TensorType t, int64_t cols);
+// Completes an activation row of interleaved `t` whose blocks are quantized (the K-quants' 32-element
+// sums after the blocks; nothing for the other types). REQUIRES: `row` holds InterleavedActRowBytes.
+void FinishActRow(quant::TensorType t, void* row, int64_t cols);
 // Rearranges `rows` rows of `cols` elements (file layout, row-major) into the interleaved layout.
 // REQUIRES: HasInterleavedLayout(t), rows % 16 == 0, cols a multiple of t's block; dst holds the
 // same bytes.

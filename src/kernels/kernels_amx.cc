@@ -209,9 +209,8 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
                                               sc32[2 * p + 1]);
         isum = _mm512_add_epi32(isum, _mm512_add_epi32(s0, s1));
       }
-      const quant::BlockQ8_K& yr =
-          reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * a_stride)[i];
-      acc[r] = x86::K4IlAdd(acc[r], isum, yr, mins, blk);
+      const auto* row = reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * a_stride);
+      acc[r] = x86::K4IlAdd(acc[r], isum, row[i], x86::K4IlSums(row, nb, i), mins, blk);
     }
   };
   if (nb > 0) unpack(wb, unpacked[0]);

@@ -435,7 +435,8 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       norms.push_back(Norm(x));
       quant::ReferenceOps(row_act)->quantize_row(x.data(), aq.data() + j * q_stride, n);
       if (k4) {
-        std::memcpy(as.data() + j * s_stride, aq.data() + j * q_stride, s_stride);
+        std::memcpy(as.data() + j * s_stride, aq.data() + j * q_stride, q_stride);
+        FinishActRow(type, as.data() + j * s_stride, n);
         continue;
       }
       QuantizeQ8SReference(x.data(), as.data() + j * s_stride, n);
@@ -474,6 +475,7 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
         std::vector<float> x = Random(n, 2000 + j);
         if (k4) {
           t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)](x.data(), at.data() + j * s_stride, n);
+          FinishActRow(type, at.data() + j * s_stride, n);
         } else {
           t->quantize_q8s(x.data(), at.data() + j * s_stride, n);
         }

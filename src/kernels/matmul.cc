@@ -85,7 +85,10 @@ void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype,
   const quant::QuantizeRowFn quantize = InterleavedActType(wtype) == TensorType::kQ8_K
                                             ? k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)]
                                             : k.quantize_q8s;
-  for (int64_t t = 0; t < n_tokens; ++t) quantize(x + t * cols, scratch.act.data() + t * a_stride, cols);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    quantize(x + t * cols, scratch.act.data() + t * a_stride, cols);
+    FinishActRow(wtype, scratch.act.data() + t * a_stride, cols);
+  }
   const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
   const int64_t max_rows = k.gemm_interleaved_rows;
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
@@ -112,7 +115,8 @@ struct ActFormat {
   bool q8s;  // the interleaved kernels' Q8S (reported as kQ8_0)
   size_t bytes;
   quant::QuantizeRowFn quantize;
-  bool operator==(const ActFormat& o) const { return type == o.type && q8s == o.q8s; }
+  // (Bytes too: an interleaved K-quant's Q8_K rows carry their sub-block sums, a row dot's do not.)
+  bool operator==(const ActFormat& o) const { return type == o.type && q8s == o.q8s && bytes == o.bytes; }
 };
 
 ActFormat FormatOf(const KernelTable& k, const MatVecJob& job) {
@@ -160,6 +164,7 @@ void MatVecBatch(const KernelTable& k, ThreadPool& pool, std::span<const MatVecJ
     } else {
       act_at[j] = at;
       format[j].quantize(jobs[j].x, scratch.act.data() + at, jobs[j].cols);
+      if (jobs[j].interleaved) FinishActRow(jobs[j].wtype, scratch.act.data() + at, jobs[j].cols);
       at += format[j].bytes;
     }
     first_row[j + 1] = first_row[j] + (jobs[j].rows + kRowGranule - 1) / kRowGranule * kRowGranule;

@@ -65,9 +65,9 @@ namespace {
 // A batch of products of different types, sizes and inputs (some sharing an input), some in the
 // interleaved layout, gives each job exactly what MatVec (interleaved: MatMulInterleaved) gives it
 // alone, on every table and thread count. An interleaved job right after a row-major one of the
-// same input and type must not reuse its activations (Q8S is not Q8_0), nor a job of the same input
-// and format but a longer row, and one after a job whose rows are not a multiple of 16 must still
-// get whole groups.
+// same input and type must not reuse its activations (Q8S is not Q8_0; an interleaved Q4_K's Q8_K
+// rows carry sub-block sums a row dot's do not), nor a job of the same input and format but a
+// longer row, and one after a job whose rows are not a multiple of 16 must still get whole groups.
 TEST(MatMulTest, MatVecBatchEqualsOneMatVecPerJob) {
   std::mt19937_64 rng(11);
   std::normal_distribution<float> d;
@@ -78,7 +78,7 @@ TEST(MatMulTest, MatVecBatchEqualsOneMatVecPerJob) {
     bool interleaved = false;
   };
   const std::vector<Spec> specs = {{TensorType::kQ4_K, 40, 512, 0}, {TensorType::kQ4_K, 33, 512, 0},
-                                   {TensorType::kQ6_K, 7, 256, 1},  {TensorType::kQ8_0, 64, 512, 2},
+                                   {TensorType::kQ4_K, 16, 512, 0, true},  {TensorType::kQ6_K, 7, 256, 1},  {TensorType::kQ8_0, 64, 512, 2},
                                    {TensorType::kF16, 5, 64, 3},    {TensorType::kQ4_0, 19, 512, 2},
                                    {TensorType::kQ4_0, 48, 512, 2, true}, {TensorType::kQ4_K, 32, 512, 0, true},
                                    {TensorType::kQ4_K, 16, 512, 0, true}, {TensorType::kQ6_K, 9, 256, 1},

@@ -1285,7 +1285,8 @@ void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride
 // 16 rows' scales and mins unpacked once (x86_interleaved.h); per pair of sub-blocks, 8 chunks of
 // nibbles, each VPDPBUSD against the activation row's 4 bytes there broadcast (low nibbles: the
 // even sub-block, high: the odd one); the sub-block sums times their scales by VPMULLD, the mins
-// against the activation sums by VPDPWSSD; then the float step of K4IlAdd. All integer sums are
+// against the activation's 32-element sums by VPDPWSSD, two sub-blocks at a time; then the float
+// step of K4IlAdd. All integer sums are
 // exact, so their order is free; the float operations per activation row do not depend on NA.
 template <int NA>
 void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out, int64_t ldo) {
@@ -1347,7 +1348,10 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
       }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < NA; ++r) acc[r] = K4IlAdd(acc[r], isum[r], Row<BlockQ8_K>(a, a_stride, r)[i], mins, blk);
+    for (int r = 0; r < NA; ++r) {
+      const BlockQ8_K* row = Row<BlockQ8_K>(a, a_stride, r);
+      acc[r] = K4IlAdd(acc[r], isum[r], row[i], K4IlSums(row, nb, i), mins, blk);
+    }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);

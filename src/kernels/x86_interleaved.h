@@ -145,39 +145,39 @@ __attribute__((always_inline)) inline __m512i K4IlScale(const K4IlScales& s) {
 }
 
 // A super-block's 16 rows' mins as VPDPWSSD operands, the same for every activation row, so made
-// once per super-block: p[j] lane r holds mn_j of row r in both 16-bit halves.
+// once per super-block: p[k] lane r holds mn_2k and mn_2k+1 of row r as two int16.
 struct K4IlMins {
-  __m512i p[8];
+  __m512i p[4];
 };
 
 __attribute__((always_inline)) inline void K4IlMinPairs(const K4IlScales& s, K4IlMins* m) {
-  auto pair = [](__m512i mn) __attribute__((always_inline)) { return _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)); };
-  m->p[0] = pair(K4IlWiden<0>(s.mn[0]));
-  m->p[1] = pair(K4IlWiden<1>(s.mn[0]));
-  m->p[2] = pair(K4IlWiden<2>(s.mn[0]));
-  m->p[3] = pair(K4IlWiden<3>(s.mn[0]));
-  m->p[4] = pair(K4IlWiden<0>(s.mn[1]));
-  m->p[5] = pair(K4IlWiden<1>(s.mn[1]));
-  m->p[6] = pair(K4IlWiden<2>(s.mn[1]));
-  m->p[7] = pair(K4IlWiden<3>(s.mn[1]));
+  auto pair = [](__m512i lo, __m512i hi) __attribute__((always_inline)) { return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)); };
+  m->p[0] = pair(K4IlWiden<0>(s.mn[0]), K4IlWiden<1>(s.mn[0]));
+  m->p[1] = pair(K4IlWiden<2>(s.mn[0]), K4IlWiden<3>(s.mn[0]));
+  m->p[2] = pair(K4IlWiden<0>(s.mn[1]), K4IlWiden<1>(s.mn[1]));
+  m->p[3] = pair(K4IlWiden<2>(s.mn[1]), K4IlWiden<3>(s.mn[1]));
 }
 
 // acc += (d * y.d) * float(isum) - (dmin * y.d) * float(sum_j mn_j B_j): one super-block of one
 // activation row, `isum` its 16 rows' scaled sub-block sums; the mins against the activation's
-// 16-element sums, two per sub-block, by VPDPWSSD (each lane: mn_j as two int16), the sums
-// broadcast from memory (a broadcast from a general register costs a vector uop each).
+// 32-element sums B_j (`sums`, the 8 after its row's blocks: interleave.h), two sub-blocks per
+// VPDPWSSD, the pairs of sums broadcast from memory (a broadcast from a general register costs a
+// vector uop each).
 __attribute__((always_inline)) inline __m512 K4IlAdd(__m512 acc, __m512i isum, const quant::BlockQ8_K& y,
-                                                     const K4IlMins& mins, const uint8_t* blk) {
+                                                     const int16_t* sums, const K4IlMins& mins, const uint8_t* blk) {
   __m512i m = _mm512_setzero_si512();
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    m = _mm512_dpwssd_epi32(m, mins.p[j], BroadcastI32(y.bsums + 2 * j));
-  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) m = _mm512_dpwssd_epi32(m, mins.p[k], BroadcastI32(sums + 2 * k));
   const __m512 yd = _mm512_set1_ps(y.d);
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
   const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2272)));
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, yd), acc);
   return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, yd), acc);
+}
+
+// The 8 sub-block sums of super-block i of an activation row of nb super-blocks (interleave.h).
+__attribute__((always_inline)) inline const int16_t* K4IlSums(const quant::BlockQ8_K* row, int64_t nb, int64_t i) {
+  return reinterpret_cast<const int16_t*>(row + nb) + 8 * i;
 }
 
 // Calls f(std::integral_constant<int, na>) for 1 <= na <= kMax (na above kMax: kMax), so that a
