@@ -33,6 +33,7 @@ constexpr KernelSpec kKernels[] = {
     {"mul_tiles_q4_1", 3}, {"mul_tiles_q5_0", 3}, {"mul_tiles_q5_1", 3}, {"mul_tiles_q8_0", 3},
     {"mul_tiles_q2_k", 3}, {"mul_tiles_q3_k", 3}, {"mul_tiles_q4_k", 3}, {"mul_tiles_q5_k", 3},
     {"mul_tiles_q6_k", 3},
+    {"rmsnorm_q8_0", 4},  {"rmsnorm_q8_k", 4},  {"act_mul_q8_0", 3},  {"act_mul_q8_k", 3},
 };
 static_assert(std::size(kKernels) == static_cast<size_t>(Kernel::kCount));
 constexpr uint32_t kMaxPushBytes = 64;  // Vulkan guarantees 128

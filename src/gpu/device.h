@@ -75,6 +75,9 @@ enum class Kernel : int {
   // The tiled products (mul_tiles.comp) for prompts and batches, in the order of the kMul* kernels.
   kMulTilesF32, kMulTilesF16, kMulTilesBF16, kMulTilesQ4_0, kMulTilesQ4_1, kMulTilesQ5_0, kMulTilesQ5_1,
   kMulTilesQ8_0, kMulTilesQ2_K, kMulTilesQ3_K, kMulTilesQ4_K, kMulTilesQ5_K, kMulTilesQ6_K,
+  // RMSNorm and the gated activation also writing their output rounded as kActRound* would (one
+  // dispatch fewer before a product).
+  kRmsNormQ8_0, kRmsNormQ8_K, kActMulQ8_0, kActMulQ8_K,
   kCount
 };
 const char* KernelName(Kernel k);

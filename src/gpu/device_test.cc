@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "quant/quant.h"
@@ -329,6 +331,106 @@ TEST(GpuDeviceTest, ExpertProductsTakeEachPairsOwnExpert) {
           mag += std::fabs(term);
         }
         ASSERT_NEAR(y[pair * rows + r], want, 1e-5 * mag + 1e-6) << "pair " << pair << " row " << r;
+      }
+    }
+  }
+}
+
+// RMSNorm and the gated activation built to round what they write (kRmsNormQ8_*, kActMulQ8_*)
+// give the bits of the plain kernel followed by act_round, and those are the CPU's quantized
+// activations (its reference quantization, dequantized): blocks of 32 for Q8_0, 256 for Q8_K,
+// with blocks of very different sizes and one of zeros.
+TEST(GpuDeviceTest, FusedRoundingsGiveTheBitsOfActRound) {
+  using quant::TensorType;
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  Result<std::unique_ptr<Stream>> stream = dev->NewStream();
+  ASSERT_TRUE(stream.ok());
+  struct NormPush {
+    uint32_t len, x_stride, y_stride;
+    float eps;
+    uint32_t row0;
+  };
+  struct ActPush {
+    uint32_t n, gelu;
+  };
+  struct RoundPush {
+    uint32_t blocks;
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const uint32_t rows = 3, len = 512, n = rows * len;
+  std::vector<float> x(n), w(len), u(n);
+  for (uint32_t i = 0; i < n; ++i) x[i] = normal(rng) * std::ldexp(1.0f, static_cast<int>(i / 32 % 7) - 3);
+  std::fill(x.begin() + len, x.begin() + len + 256, 0.0f);  // a block of zeros in row 1
+  for (float& v : w) v = 0.5f + std::fabs(normal(rng));
+  for (float& v : u) v = normal(rng);
+  auto buf = [&](const char* what) {
+    Result<std::unique_ptr<Buffer>> b = dev->NewBuffer(n * 4, true, what);
+    EXPECT_TRUE(b.ok());
+    return b.ok() ? std::move(*b) : nullptr;
+  };
+  std::unique_ptr<Buffer> xb = buf("x"), wb = buf("w"), ub = buf("u"), y0 = buf("y0"), r0 = buf("r0"), y1 = buf("y1"),
+                          r1 = buf("r1");
+  ASSERT_TRUE(xb && wb && ub && y0 && r0 && y1 && r1);
+  auto f = [](const std::unique_ptr<Buffer>& b) { return static_cast<float*>(b->mapped()); };
+  std::copy(x.begin(), x.end(), f(xb));
+  std::copy(w.begin(), w.end(), f(wb));
+  std::copy(u.begin(), u.end(), f(ub));
+  auto same_bits = [&](const char* what) {
+    EXPECT_EQ(std::memcmp(f(y0), f(y1), n * 4), 0) << what << ": the outputs differ";
+    EXPECT_EQ(std::memcmp(f(r0), f(r1), n * 4), 0) << what << ": the roundings differ";
+  };
+  for (const TensorType act : {TensorType::kQ8_0, TensorType::kQ8_K}) {
+    const bool k = act == TensorType::kQ8_K;
+    SCOPED_TRACE(k ? "q8_k" : "q8_0");
+    const uint32_t blocks = n / (k ? 256 : 32);
+    const Kernel round = k ? Kernel::kActRoundQ8_K : Kernel::kActRoundQ8_0;
+    const NormPush np{len, len, len, 1e-5f, 0};
+    ASSERT_TRUE((*stream)->Begin().ok());
+    (*stream)->Dispatch(Kernel::kRmsNorm, {xb.get(), wb.get(), y0.get()}, np, rows);
+    (*stream)->Dispatch(round, {y0.get(), r0.get()}, RoundPush{blocks}, (blocks + 63) / 64);
+    (*stream)->Dispatch(k ? Kernel::kRmsNormQ8_K : Kernel::kRmsNormQ8_0, {xb.get(), wb.get(), y1.get(), r1.get()}, np,
+                        rows);
+    ASSERT_TRUE((*stream)->Submit().ok());
+    same_bits("rmsnorm");
+    // act_round against the CPU: its quantization dequantized, exact here but for a quotient a
+    // driver's division may round differently (one step d of the block at most).
+    const quant::TypeOps* ops = quant::ReferenceOps(act);
+    const uint32_t bl = k ? 256 : 32;
+    std::vector<uint8_t> q(quant::RowBytes(act, len));
+    std::vector<float> cpu(len);
+    int exact = 0;
+    for (uint32_t r = 0; r < rows; ++r) {
+      ops->quantize_row(f(y0) + r * len, q.data(), len);
+      ops->dequantize_row(q.data(), cpu.data(), len);
+      for (uint32_t b = 0; b < len; b += bl) {
+        float d = 0;  // the block's largest value is 127 d
+        for (uint32_t i = b; i < b + bl; ++i) d = std::max(d, std::fabs(cpu[i]) / 127);
+        for (uint32_t i = b; i < b + bl; ++i) {
+          const float got = f(r0)[r * len + i];
+          exact += got == cpu[i];
+          ASSERT_LE(std::fabs(got - cpu[i]), d * 1.001f) << "row " << r << " element " << i;
+        }
+      }
+    }
+    EXPECT_GE(exact, static_cast<int>(n) * 99 / 100);
+    for (uint32_t i = len; i < len + 256; ++i) ASSERT_EQ(f(r0)[i], 0.0f);  // the block of zeros
+    for (const uint32_t gelu : {0u, 1u}) {
+      SCOPED_TRACE(gelu ? "gelu" : "silu");
+      std::copy(x.begin(), x.end(), f(y0));  // gate, in place
+      std::copy(x.begin(), x.end(), f(y1));
+      ASSERT_TRUE((*stream)->Begin().ok());
+      (*stream)->Dispatch(Kernel::kActMul, {y0.get(), ub.get()}, ActPush{n, gelu}, (n + 255) / 256);
+      (*stream)->Dispatch(round, {y0.get(), r0.get()}, RoundPush{blocks}, (blocks + 63) / 64);
+      (*stream)->Dispatch(k ? Kernel::kActMulQ8_K : Kernel::kActMulQ8_0, {y1.get(), ub.get(), r1.get()}, ActPush{n, gelu},
+                          1);
+      ASSERT_TRUE((*stream)->Submit().ok());
+      same_bits("act_mul");
+      for (uint32_t i = 0; i < n; ++i) {
+        const float g = x[i], a = gelu ? g / (1 + std::exp(-2 * 0.7978845608f * g * (1 + 0.044715f * g * g)))
+                                       : g / (1 + std::exp(-g));
+        ASSERT_NEAR(f(y0)[i], a * u[i], 1e-5f * (1 + std::fabs(a * u[i]))) << i;
       }
     }
   }

@@ -386,8 +386,7 @@ struct GpuLayers::Impl {
                      static_cast<uint32_t>(n));
     MulId(w.gate_exps, *w.expert_ids, *xn, pairs, E, k_used, *gate, F);
     MulId(w.up_exps, *w.expert_ids, *xn, pairs, E, k_used, *up, F);
-    Dispatch(Kernel::kActMul, {gate.get(), up.get()}, ActPush{static_cast<uint32_t>(pairs * F), 0u},
-                     static_cast<uint32_t>(std::min<int64_t>((pairs * F + 255) / 256, kMaxGroups)));
+    ActMul(pairs * F, false, w.down_exps.act);
     MulId(w.down_exps, *w.expert_ids, *gate, pairs, F, 1, *ye, E);
     Dispatch(Kernel::kMoeCombine, {ye.get(), expert_w.get(), tmp.get()},
                      CombinePush{static_cast<uint32_t>(n * E), static_cast<uint32_t>(E), static_cast<uint32_t>(k_used)},
@@ -397,8 +396,7 @@ struct GpuLayers::Impl {
       const int64_t S = p.n_ff_shexp;
       Mul(w.gate_shexp, *xn, n, E, *gate, S);
       Mul(w.up_shexp, *xn, n, E, *up, S);
-      Dispatch(Kernel::kActMul, {gate.get(), up.get()}, ActPush{static_cast<uint32_t>(n * S), 0u},
-               static_cast<uint32_t>(std::min<int64_t>((n * S + 255) / 256, kMaxGroups)));
+      ActMul(n * S, false, w.down_shexp.act);
       Mul(w.down_shexp, *gate, n, S, *ye, E);
       Mul(w.shexp_gate, *xn, n, E, *shexp_logit, 1);
       Dispatch(Kernel::kGatedAdd, {tmp.get(), ye.get(), shexp_logit.get()},
@@ -407,13 +405,44 @@ struct GpuLayers::Impl {
     }
   }
 
-  // Rows of `len` floats, in place when xb is yb.
-  void Norm(const Buffer& xb, const Buffer& w, const Buffer& yb, int64_t rows, int64_t len) {
+  // Where a dispatch writes rows x len floats into yb and can round them as `act` too (into
+  // rounded[act]): whether it may, and if so, the kernel of that rounding (then Written says so).
+  bool CanRound(ActRound act, int64_t len) const {
+    return act != ActRound::kNone && len % (act == ActRound::kQ8_K ? 256 : 32) == 0;
+  }
+  // After such a dispatch: rounded[act] holds yb rounded, until the next write (as Rounded's own).
+  void Written(ActRound act, const Buffer& yb) { rounded_from[static_cast<int>(act)] = {&yb, epoch}; }
+
+  // Rows of `len` floats, in place when xb is yb. `round`: the rounding the next product takes
+  // (ActRoundOf its weights), made by the same dispatch where the row length allows.
+  void Norm(const Buffer& xb, const Buffer& w, const Buffer& yb, int64_t rows, int64_t len,
+            ActRound round = ActRound::kNone) {
+    const bool fused = CanRound(round, len);
+    const Kernel kernel = !fused ? Kernel::kRmsNorm : round == ActRound::kQ8_K ? Kernel::kRmsNormQ8_K : Kernel::kRmsNormQ8_0;
     Slices(rows, [&](int64_t first, int64_t count) {
       const NormPush push{static_cast<uint32_t>(len), static_cast<uint32_t>(len), static_cast<uint32_t>(len),
                           p.rms_eps, static_cast<uint32_t>(first)};
-      Dispatch(Kernel::kRmsNorm, {&xb, &w, &yb}, push, static_cast<uint32_t>(count));
+      if (fused) {
+        Dispatch(kernel, {&xb, &w, &yb, rounded[static_cast<int>(round)].get()}, push, static_cast<uint32_t>(count));
+      } else {
+        Dispatch(kernel, {&xb, &w, &yb}, push, static_cast<uint32_t>(count));
+      }
     });
+    if (fused) Written(round, yb);
+  }
+  // gate = act(gate) * up over n values, rounded as `round` too where n allows (see Norm).
+  void ActMul(int64_t n, bool gelu, ActRound round) {
+    const ActPush push{static_cast<uint32_t>(n), gelu ? 1u : 0u};
+    if (CanRound(round, n)) {
+      const int64_t blocks = n / (round == ActRound::kQ8_K ? 256 : 32);
+      Dispatch(round == ActRound::kQ8_K ? Kernel::kActMulQ8_K : Kernel::kActMulQ8_0,
+               {gate.get(), up.get(), rounded[static_cast<int>(round)].get()}, push,
+               static_cast<uint32_t>(std::min<int64_t>((blocks + 255) / 256, kMaxGroups)));
+      Written(round, *gate);
+      return;
+    }
+    Dispatch(Kernel::kActMul, {gate.get(), up.get()}, push,
+             static_cast<uint32_t>(std::min<int64_t>((n + 255) / 256, kMaxGroups)));
   }
   void Add(const Buffer& a, const Buffer& b, int64_t n, int64_t b_len) {
     const AddPush push{static_cast<uint32_t>(n), static_cast<uint32_t>(b_len)};
@@ -422,7 +451,7 @@ struct GpuLayers::Impl {
 
   void Layer(const GpuLayer& w, int64_t n) {
     const int64_t E = p.n_embd, D = p.head_dim, qd = p.q_dim(), kvd = p.kv_dim();
-    Norm(*x, *w.attn_norm, *xn, n, E);
+    Norm(*x, *w.attn_norm, *xn, n, E, w.wq.act);
     Mul(w.wq, *xn, n, E, *q, qd);
     Mul(w.wk, *xn, n, E, *k, kvd);
     Mul(w.wv, *xn, n, E, *v, kvd);
@@ -460,15 +489,13 @@ struct GpuLayers::Impl {
       Mul(w.wo, *att, n, qd, *x, E, 0, /*accumulate=*/true);
     }
 
-    Norm(*x, *w.ffn_norm, *xn, n, E);
+    Norm(*x, *w.ffn_norm, *xn, n, E, p.is_moe() ? w.router.act : w.gate.act);
     if (p.is_moe()) {
       Experts(w, n);  // into tmp
     } else {
       Mul(w.gate, *xn, n, E, *gate, p.n_ff);
       Mul(w.up, *xn, n, E, *up, p.n_ff);
-      const ActPush act{static_cast<uint32_t>(n * p.n_ff), p.ffn_act == FfnActivation::kGelu ? 1u : 0u};
-      Dispatch(Kernel::kActMul, {gate.get(), up.get()}, act,
-                       static_cast<uint32_t>(std::min<int64_t>((n * p.n_ff + 255) / 256, kMaxGroups)));
+      ActMul(n * p.n_ff, p.ffn_act == FfnActivation::kGelu, w.down.act);
       if (w.post_ffn_norm == nullptr) {
         Mul(w.down, *gate, n, p.n_ff, *x, E, 0, /*accumulate=*/true);
         return;
@@ -616,7 +643,7 @@ Status GpuLayers::Forward(const GpuBatch& b, float* x, float* logits, std::vecto
     if (first > 0) std::memcpy(im.logit_rows->mapped(), b.logit_rows + first, rows * sizeof(int32_t));
     im.Dispatch(Kernel::kGather, {im.x.get(), im.logit_rows.get(), im.xn.get()},
                         GatherPush{static_cast<uint32_t>(E)}, static_cast<uint32_t>(rows));
-    im.Norm(*im.xn, *im.output_norm, *im.xn, rows, E);
+    im.Norm(*im.xn, *im.output_norm, *im.xn, rows, E, im.output.act);
     im.Mul(im.output, *im.xn, rows, E, *im.logits, V);
     if (p.logit_softcap > 0) {
       im.Dispatch(Kernel::kSoftcap, {im.logits.get()}, SoftcapPush{static_cast<uint32_t>(rows * V), p.logit_softcap},
