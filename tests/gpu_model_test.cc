@@ -99,7 +99,7 @@ TEST(GpuModelTest, NglSplitsInsideOneNodeGiveTheCpuLogits) {
   }
 }
 
-// A cache of one type for keys and another for values (one dispatch stores both, kv_store.comp):
+// A cache of one type for keys and another for values (one dispatch stores both, rope_store.comp):
 // both orders of F16 and Q8_0, every layer on the GPU, against the CPU with the same cache types
 // (which round the rows the same way), within the float-weight bound.
 TEST(GpuModelTest, MixedCacheTypesGiveTheCpuLogits) {

@@ -255,12 +255,12 @@ void RegisterBench(CLI::App& app, int* exit_code) {
     } else if (a->profile) {
       std::snprintf(text, sizeof text,
                     "\ndecode step on %s, %.0f steps timed by Vulkan timestamps: the GPU busy %.2f ms of %.2f ms "
-                    "per token (the rest: the host)\n  %-16s %10s %10s %7s",
+                    "per token (the rest: the host)\n  %-20s %10s %10s %7s",
                     device->info().name.c_str(), profiled_steps, profile_gpu_ms,
                     profile_token_ms, "shader", "calls/tok", "ms/tok", "share");
       summary += text;
       for (const gpu::Device::ProfileEntry& e : profile) {
-        std::snprintf(text, sizeof text, "\n  %-16s %10.1f %10.3f %6.1f%%", e.name.c_str(),
+        std::snprintf(text, sizeof text, "\n  %-20s %10.1f %10.3f %6.1f%%", e.name.c_str(),
                       static_cast<double>(e.calls) / profiled_steps, e.ms / profiled_steps,
                       profile_gpu_ms > 0 ? 100 * e.ms / profiled_steps / profile_gpu_ms : 0.0);
         summary += text;

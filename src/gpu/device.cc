@@ -19,9 +19,9 @@ struct KernelSpec {
 constexpr KernelSpec kKernels[] = {
     {"mul_f32", 3},       {"mul_f16", 3},       {"mul_bf16", 3},      {"mul_q4_0", 3},   {"mul_q4_1", 3},
     {"mul_q5_0", 3},      {"mul_q5_1", 3},      {"mul_q8_0", 3},      {"mul_q2_k", 3},   {"mul_q3_k", 3},
-    {"mul_q4_k", 3},      {"mul_q5_k", 3},      {"mul_q6_k", 3},      {"rmsnorm", 3},    {"rope", 3},
+    {"mul_q4_k", 3},      {"mul_q5_k", 3},      {"mul_q6_k", 3},      {"rmsnorm", 3},
     {"add", 2},           {"act_mul", 2},
-    {"kv_store_f16_f16", 5}, {"kv_store_f16_q8_0", 5}, {"kv_store_q8_0_f16", 5}, {"kv_store_q8_0_q8_0", 5},
+    {"rope_store_f16_f16", 7}, {"rope_store_f16_q8_0", 7}, {"rope_store_q8_0_f16", 7}, {"rope_store_q8_0_q8_0", 7},
     {"attn_f16_f16", 6},  {"attn_f16_q8_0", 6}, {"attn_q8_0_f16", 6}, {"attn_q8_0_q8_0", 6},
     {"gather", 3},        {"softcap", 1},
     {"mulid_f32", 4},     {"mulid_f16", 4},     {"mulid_bf16", 4},    {"mulid_q4_0", 4}, {"mulid_q4_1", 4},

@@ -62,8 +62,9 @@ Result<DeviceChoice> ChooseDevice(const std::string& name);
 enum class Kernel : int {
   kMulF32, kMulF16, kMulBF16, kMulQ4_0, kMulQ4_1, kMulQ5_0, kMulQ5_1, kMulQ8_0,
   kMulQ2_K, kMulQ3_K, kMulQ4_K, kMulQ5_K, kMulQ6_K,
-  kRmsNorm, kRope, kAdd, kActMul,
-  kKvStoreF16F16, kKvStoreF16Q8, kKvStoreQ8F16, kKvStoreQ8Q8,  // K type, V type
+  kRmsNorm, kAdd, kActMul,
+  // Queries and keys rotated, keys and values stored in the cache: K type, V type.
+  kRopeStoreF16F16, kRopeStoreF16Q8, kRopeStoreQ8F16, kRopeStoreQ8Q8,
   kAttnF16F16, kAttnF16Q8, kAttnQ8F16, kAttnQ8Q8,  // K type, V type
   kGather, kSoftcap,
   // Mixture of experts: products with each (token, choice) pair's own expert, routing, combining.

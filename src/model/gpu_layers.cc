@@ -26,17 +26,14 @@ struct NormPush {
   float eps;
   uint32_t row0;
 };
-struct RopePush {
-  uint32_t head_dim, q_stride, k_stride, halves, q_heads;
+struct RopeStorePush {
+  uint32_t head_dim, q_stride, kv_dim, halves, q_heads, kv_heads, k_row_bytes, v_row_bytes;
 };
 struct AddPush {
   uint32_t n, b_len;
 };
 struct ActPush {
   uint32_t n, gelu;
-};
-struct StorePush {
-  uint32_t kv_dim, k_row_bytes, v_row_bytes;
 };
 struct AttnPush {
   uint32_t q_dim, head_dim, group, k_row_bytes, v_row_bytes;
@@ -154,7 +151,7 @@ struct GpuLayers::Impl {
   GpuMatrix output;
   std::unique_ptr<gpu::Stream> stream;
   Kernel attn_kernel = Kernel::kAttnF16F16;
-  Kernel store = Kernel::kKvStoreF16F16;
+  Kernel store = Kernel::kRopeStoreF16F16;  // rope_store.comp
   size_t k_row_bytes = 0, v_row_bytes = 0;
   int64_t window_cells = 0;
   // Activations (device-local) for up to `reserved` tokens, and the batch's inputs and outputs
@@ -464,16 +461,14 @@ struct GpuLayers::Impl {
       Norm(*q, *w.q_norm, *q, n * p.n_head, D);
       Norm(*k, *w.k_norm, *k, n * p.n_head_kv, D);
     }
-    // Queries and keys rotated in one dispatch, keys and values stored in one.
+    // Queries and keys rotated, keys and values stored, in one dispatch.
     const Buffer& angles = w.local ? *cs_local : *cs;
     const uint32_t halves = p.rope_order == RopeOrder::kHalves ? 1 : 0;
-    Dispatch(Kernel::kRope, {q.get(), &angles, k.get()},
-             RopePush{static_cast<uint32_t>(D), static_cast<uint32_t>(qd), static_cast<uint32_t>(kvd), halves,
-                      static_cast<uint32_t>(p.n_head)},
-             static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head + p.n_head_kv));
-    Dispatch(store, {k.get(), cells[w.pool].get(), w.k_cache.get(), v.get(), w.v_cache.get()},
-             StorePush{static_cast<uint32_t>(kvd), static_cast<uint32_t>(k_row_bytes), static_cast<uint32_t>(v_row_bytes)},
-             static_cast<uint32_t>(n), 2);
+    Dispatch(store, {q.get(), &angles, k.get(), cells[w.pool].get(), w.k_cache.get(), v.get(), w.v_cache.get()},
+             RopeStorePush{static_cast<uint32_t>(D), static_cast<uint32_t>(qd), static_cast<uint32_t>(kvd), halves,
+                           static_cast<uint32_t>(p.n_head), static_cast<uint32_t>(p.n_head_kv),
+                           static_cast<uint32_t>(k_row_bytes), static_cast<uint32_t>(v_row_bytes)},
+             static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head + p.n_head_kv + 1));
     const AttnPush ap{static_cast<uint32_t>(qd), static_cast<uint32_t>(D), static_cast<uint32_t>(p.n_head / p.n_head_kv),
                       static_cast<uint32_t>(k_row_bytes), static_cast<uint32_t>(v_row_bytes), p.AttentionScale(),
                       w.local ? 1u : 0u};
@@ -543,7 +538,8 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
   TANDEM_ASSIGN_OR_RETURN(im.stream, im.dev->NewStream());
   const bool kq8 = config.type_k == TensorType::kQ8_0, vq8 = config.type_v == TensorType::kQ8_0;
   im.attn_kernel = kq8 ? (vq8 ? Kernel::kAttnQ8Q8 : Kernel::kAttnQ8F16) : (vq8 ? Kernel::kAttnF16Q8 : Kernel::kAttnF16F16);
-  im.store = kq8 ? (vq8 ? Kernel::kKvStoreQ8Q8 : Kernel::kKvStoreQ8F16) : (vq8 ? Kernel::kKvStoreF16Q8 : Kernel::kKvStoreF16F16);
+  im.store = kq8 ? (vq8 ? Kernel::kRopeStoreQ8Q8 : Kernel::kRopeStoreQ8F16)
+                 : (vq8 ? Kernel::kRopeStoreF16Q8 : Kernel::kRopeStoreF16F16);
   im.k_row_bytes = quant::RowBytes(config.type_k, p.kv_dim());
   im.v_row_bytes = quant::RowBytes(config.type_v, p.kv_dim());
   im.window_cells = config.cells[1];
