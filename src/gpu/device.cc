@@ -17,9 +17,9 @@ struct KernelSpec {
   uint32_t bindings;
 };
 constexpr KernelSpec kKernels[] = {
-    {"mul_f32", 3},       {"mul_f16", 3},       {"mul_bf16", 3},      {"mul_q4_0", 3},   {"mul_q4_1", 3},
-    {"mul_q5_0", 3},      {"mul_q5_1", 3},      {"mul_q8_0", 3},      {"mul_q2_k", 3},   {"mul_q3_k", 3},
-    {"mul_q4_k", 3},      {"mul_q5_k", 3},      {"mul_q6_k", 3},      {"rmsnorm", 3},
+    {"mul_f32", 5},       {"mul_f16", 5},       {"mul_bf16", 5},      {"mul_q4_0", 5},   {"mul_q4_1", 5},
+    {"mul_q5_0", 5},      {"mul_q5_1", 5},      {"mul_q8_0", 5},      {"mul_q2_k", 5},   {"mul_q3_k", 5},
+    {"mul_q4_k", 5},      {"mul_q5_k", 5},      {"mul_q6_k", 5},      {"rmsnorm", 3},
     {"add", 2},           {"act_mul", 2},
     {"rope_store_f16_f16", 7}, {"rope_store_f16_q8_0", 7}, {"rope_store_q8_0_f16", 7}, {"rope_store_q8_0_q8_0", 7},
     {"attn_f16_f16", 6},  {"attn_f16_q8_0", 6}, {"attn_q8_0_f16", 6}, {"attn_q8_0_q8_0", 6},
@@ -29,10 +29,10 @@ constexpr KernelSpec kKernels[] = {
     {"mulid_q4_k", 4},    {"mulid_q5_k", 4},    {"mulid_q6_k", 4},    {"moe_route", 3},  {"moe_combine", 3},
     {"read", 2},          {"act_round_q8_0", 2}, {"act_round_q8_k", 2},
     {"gated_add", 3},
-    {"mul_tiles_f32", 3},  {"mul_tiles_f16", 3},  {"mul_tiles_bf16", 3}, {"mul_tiles_q4_0", 3},
-    {"mul_tiles_q4_1", 3}, {"mul_tiles_q5_0", 3}, {"mul_tiles_q5_1", 3}, {"mul_tiles_q8_0", 3},
-    {"mul_tiles_q2_k", 3}, {"mul_tiles_q3_k", 3}, {"mul_tiles_q4_k", 3}, {"mul_tiles_q5_k", 3},
-    {"mul_tiles_q6_k", 3},
+    {"mul_tiles_f32", 5},  {"mul_tiles_f16", 5},  {"mul_tiles_bf16", 5}, {"mul_tiles_q4_0", 5},
+    {"mul_tiles_q4_1", 5}, {"mul_tiles_q5_0", 5}, {"mul_tiles_q5_1", 5}, {"mul_tiles_q8_0", 5},
+    {"mul_tiles_q2_k", 5}, {"mul_tiles_q3_k", 5}, {"mul_tiles_q4_k", 5}, {"mul_tiles_q5_k", 5},
+    {"mul_tiles_q6_k", 5},
     {"rmsnorm_q8_0", 4},  {"rmsnorm_q8_k", 4},  {"act_mul_q8_0", 3},  {"act_mul_q8_k", 3},
 };
 static_assert(std::size(kKernels) == static_cast<size_t>(Kernel::kCount));
@@ -689,7 +689,9 @@ Status Stream::Replay() {
 }
 
 void RecordMul(Stream& s, Kernel mul, const Buffer& w, const Buffer& x, const Buffer& y, MulPush push, int64_t rows,
-               MulPath path) {
+               MulPath path, const Buffer* y1, const Buffer* y2) {
+  const Buffer& out1 = y1 != nullptr ? *y1 : y;
+  const Buffer& out2 = y2 != nullptr ? *y2 : out1;
   constexpr int64_t kMaxGroups = 65535;
   const int64_t nt = push.nt;
   const bool tiles = path == MulPath::kTiles || (path == MulPath::kAuto && nt > kMulTokens);
@@ -698,7 +700,7 @@ void RecordMul(Stream& s, Kernel mul, const Buffer& w, const Buffer& x, const Bu
       MulPush p = push;
       p.row_base = push.row_base + static_cast<uint32_t>(first);
       p.rows = static_cast<uint32_t>(std::min(kMaxGroups, rows - first));
-      s.Dispatch(mul, {&w, &x, &y}, p, p.rows, static_cast<uint32_t>((nt + kMulTokens - 1) / kMulTokens));
+      s.Dispatch(mul, {&w, &x, &y, &out1, &out2}, p, p.rows, static_cast<uint32_t>((nt + kMulTokens - 1) / kMulTokens));
     }
     return;
   }
@@ -709,7 +711,7 @@ void RecordMul(Stream& s, Kernel mul, const Buffer& w, const Buffer& x, const Bu
     MulPush p = push;
     p.row_base = push.row_base + static_cast<uint32_t>(first);
     p.rows = static_cast<uint32_t>(std::min(slice, rows - first));
-    s.Dispatch(tiled, {&w, &x, &y}, p, (p.rows + kMulTileRows - 1) / kMulTileRows,
+    s.Dispatch(tiled, {&w, &x, &y, &out1, &out2}, p, (p.rows + kMulTileRows - 1) / kMulTileRows,
                static_cast<uint32_t>((nt + kMulTileTokens - 1) / kMulTileTokens));
   }
 }

@@ -213,11 +213,16 @@ class Device {
 // + r] = row (row_base + r) of the weights times x[t], for nt tokens; with the MUL_ID kernels each
 // (token, choice) pair v multiplies its expert ids[v]'s rows with x[v / x_div]. `rows` bounds the
 // tiled kernels' rows (RecordMul sets it). With `accumulate` each product is added to what y
-// holds there (y[..] += row . x[t], one addition: a residual) instead of replacing it.
+// holds there (y[..] += row . x[t], one addition: a residual) instead of replacing it. A stack
+// of matrices in one buffer (split1 > 0; not the MUL_ID kernels): rows from split1 go to a second
+// output, y1[t][r - split1], and from split2 to a third, y2[t][r - split2], both split_stride
+// floats a token (split2 = all rows for a stack of two).
 struct MulPush {
   uint32_t row_base = 0, cols = 0, nt = 0, x_stride = 0, y_stride = 0, y_offset = 0, row_bytes = 0;
   uint32_t expert_rows = 0, expert_first = 0, experts = 0, x_div = 1, rows = 0, accumulate = 0;
+  uint32_t split1 = 0, split2 = 0, split_stride = 0;
 };
+static_assert(sizeof(MulPush) <= 64);
 // Tokens per workgroup of the mul shaders (group y counts groups of them): the row kernels
 // (mul.comp) take up to this many tokens, RecordMul the tiled ones for more.
 inline constexpr uint32_t kMulTokens = 8;
@@ -231,9 +236,10 @@ enum class MulPath { kAuto, kRows, kTiles };
 // `mul`, its row kernel (MulKernelFor, not an expert one): that kernel (one workgroup a row and
 // kMulTokens tokens) for up to kMulTokens tokens, where one read of each weight serves them all;
 // the tiled kernel of the same type for more, which dequantizes each weight once per
-// kMulTileTokens tokens. At most 65535 groups per dispatch (larger matrices take several).
+// kMulTileTokens tokens. At most 65535 groups per dispatch (larger matrices take several). y1 and
+// y2: a stack's second and third outputs (push.split1), y1 when y2 is null.
 void RecordMul(Stream& s, Kernel mul, const Buffer& w, const Buffer& x, const Buffer& y, MulPush push, int64_t rows,
-               MulPath path = MulPath::kAuto);
+               MulPath path = MulPath::kAuto, const Buffer* y1 = nullptr, const Buffer* y2 = nullptr);
 
 // The device's read bandwidth in GB/s: the best of a few passes of the read shader over the
 // largest buffer one binding holds (at most 1 GiB), timed on the host around each submission.

@@ -436,5 +436,83 @@ TEST(GpuDeviceTest, FusedRoundingsGiveTheBitsOfActRound) {
   }
 }
 
+// A stack of matrices in one buffer (MulPush::split1; queries, keys and values): one record sends
+// each matrix's products to its own output, with the row kernel and the tiled one, for a stack
+// of three and of two; nothing is written past an output's rows.
+TEST(GpuDeviceTest, AStackOfMatricesSendsEachProductToItsOwnOutput) {
+  using quant::TensorType;
+  std::unique_ptr<Device> dev = OpenFirst();
+  ASSERT_NE(dev, nullptr);
+  Result<std::unique_ptr<Stream>> stream = dev->NewStream();
+  ASSERT_TRUE(stream.ok());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  const TensorType t = TensorType::kQ4_K;
+  const quant::TypeOps* ops = quant::ReferenceOps(t);
+  const int64_t cols = 512, rows[3] = {37, 20, 20}, all = 77;
+  const size_t row_bytes = quant::RowBytes(t, cols);
+  std::vector<uint8_t> w(all * row_bytes);
+  std::vector<float> deq(all * cols), src(cols);
+  for (int64_t r = 0; r < all; ++r) {
+    for (float& v : src) v = normal(rng);
+    ops->quantize_row(src.data(), &w[r * row_bytes], cols);
+    ops->dequantize_row(&w[r * row_bytes], &deq[r * cols], cols);
+  }
+  auto wb = dev->NewBuffer(w.size(), false, "w");
+  ASSERT_TRUE(wb.ok());
+  ASSERT_TRUE(dev->Upload(**wb, 0, w.data(), w.size()).ok());
+  for (const int count : {3, 2}) {
+    for (const uint32_t nt : {1u, 70u}) {
+      SCOPED_TRACE("a stack of " + std::to_string(count) + ", tokens " + std::to_string(nt));
+      const int64_t stacked = count == 3 ? all : rows[0] + rows[1];
+      std::vector<float> x(nt * cols);
+      for (float& v : x) v = normal(rng);
+      auto xb = dev->NewBuffer(x.size() * 4, false, "x");
+      ASSERT_TRUE(xb.ok());
+      ASSERT_TRUE(dev->Upload(**xb, 0, x.data(), x.size() * 4).ok());
+      // Output o: rows[o] + 1 floats a token (the last one must stay untouched).
+      const uint32_t y0_stride = static_cast<uint32_t>(rows[0] + 1), split_stride = static_cast<uint32_t>(rows[1] + 1);
+      std::unique_ptr<Buffer> ys[3];
+      for (int o = 0; o < 3; ++o) {
+        auto b = dev->NewBuffer(nt * (rows[o] + 1) * 4, true, "y");
+        ASSERT_TRUE(b.ok());
+        ys[o] = std::move(*b);
+        std::fill_n(static_cast<float*>(ys[o]->mapped()), nt * (rows[o] + 1), -1.0f);
+      }
+      MulPush p{0, static_cast<uint32_t>(cols), nt, static_cast<uint32_t>(cols), y0_stride, 0,
+                static_cast<uint32_t>(row_bytes)};
+      p.split1 = static_cast<uint32_t>(rows[0]);
+      p.split2 = static_cast<uint32_t>(count == 3 ? rows[0] + rows[1] : stacked);
+      p.split_stride = split_stride;
+      ASSERT_TRUE((*stream)->Begin().ok());
+      RecordMul(**stream, MulKernel(t), **wb, **xb, *ys[0], p, stacked, MulPath::kAuto, ys[1].get(),
+                count == 3 ? ys[2].get() : nullptr);
+      ASSERT_TRUE((*stream)->Submit().ok());
+      int64_t first = 0;
+      for (int o = 0; o < 3; ++o) {
+        const float* y = static_cast<const float*>(ys[o]->mapped());
+        const int64_t stride = rows[o] + 1;
+        for (uint32_t tk = 0; tk < nt; ++tk) {
+          ASSERT_EQ(y[tk * stride + rows[o]], -1.0f) << "output " << o << " token " << tk << ": past its rows";
+          for (int64_t r = 0; r < rows[o]; ++r) {
+            if (o == 2 && count == 2) {
+              ASSERT_EQ(y[tk * stride + r], -1.0f) << "a stack of two wrote a third output";
+              continue;
+            }
+            double want = 0, mag = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              const double term = static_cast<double>(deq[(first + r) * cols + c]) * x[tk * cols + c];
+              want += term;
+              mag += std::fabs(term);
+            }
+            ASSERT_NEAR(y[tk * stride + r], want, 1e-5 * mag + 1e-6) << "output " << o << " token " << tk << " row " << r;
+          }
+        }
+        first += rows[o];
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::gpu

@@ -87,6 +87,15 @@ struct GpuExperts {
   std::vector<Part> parts;
 };
 
+// Matrices of one type and width that take the same input, in one buffer, so that one dispatch
+// makes all their products (MulPush::split1): queries, keys and values (or the first two), the
+// FFN's gate and up. Their own GpuMatrix keep the type and shape, without parts.
+struct GpuStack {
+  GpuMatrix m;  // the rows of all, in order; no parts when not stacked
+  int count = 0;
+  int64_t split1 = 0, split2 = 0;
+};
+
 struct GpuLayer {
   GpuMatrix router;
   GpuMatrix gate_shexp, up_shexp, down_shexp, shexp_gate;  // qwen2moe's shared expert and its gate
@@ -94,6 +103,7 @@ struct GpuLayer {
   std::unique_ptr<Buffer> expert_ids;  // host-visible [n][k]: each token's experts (for the log)
   std::unique_ptr<Buffer> attn_norm, bq, bk, bv, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
   GpuMatrix wq, wk, wv, wo, gate, up, down;
+  GpuStack qkv, gate_up;
   std::unique_ptr<Buffer> k_cache, v_cache;
   int pool = 0;        // KvCache::Pool of its cells
   bool local = false;  // a sliding-window layer (its RoPE base and window)
@@ -216,6 +226,41 @@ struct GpuLayers::Impl {
           dev->Upload(*part.buf, 0, static_cast<const uint8_t*>(m.data) + first * dst->row_bytes, bytes));
       dst->parts.push_back(std::move(part));
     }
+    return Status::Ok();
+  }
+
+  // Uploads ms (at least 2) as one stack when they share a type and width and fit one binding;
+  // else leaves dst empty. Each of `own` then gets its type and shape (no parts).
+  Status UploadStack(std::initializer_list<const Matrix*> ms, std::initializer_list<GpuMatrix*> own,
+                     const std::string& what, GpuStack* dst) {
+    const Matrix& first = **ms.begin();
+    uint64_t bytes = 0;
+    for (const Matrix* m : ms) {
+      if (m->interleaved || m->type != first.type || m->cols != first.cols || m->rows == 0) return Status::Ok();
+      bytes += static_cast<uint64_t>(m->rows) * quant::RowBytes(m->type, m->cols);
+    }
+    const std::optional<Kernel> mul = gpu::MulKernelFor(first.type);
+    if (!mul || bytes > dev->info().max_binding_bytes) return Status::Ok();
+    GpuMatrix& m = dst->m;
+    m.kernel = *mul;
+    m.act = ActRoundOf(first.type);
+    m.cols = first.cols;
+    m.row_bytes = quant::RowBytes(first.type, first.cols);
+    GpuMatrix::Part part;
+    TANDEM_ASSIGN_OR_RETURN(part.buf, dev->NewBuffer(bytes, false, what));
+    auto o = own.begin();
+    for (const Matrix* src : ms) {
+      TANDEM_RETURN_IF_ERROR(dev->Upload(*part.buf, m.rows * m.row_bytes, src->data, src->rows * m.row_bytes));
+      if (dst->count == 1) dst->split1 = m.rows;
+      if (dst->count == 2) dst->split2 = m.rows;
+      m.rows += src->rows;
+      **o = GpuMatrix{m.act, m.kernel, src->rows, src->cols, m.row_bytes, {}};
+      ++o;
+      ++dst->count;
+    }
+    if (dst->count == 2) dst->split2 = m.rows;
+    part.rows = m.rows;
+    m.parts.push_back(std::move(part));
     return Status::Ok();
   }
 
@@ -352,6 +397,23 @@ struct GpuLayers::Impl {
       gpu::RecordMul(*stream, m.kernel, *part.buf, xb, yb, push, part.rows);
     }
   }
+  // A stack's products in one dispatch: its first matrix's into y0 (y0_stride), the second's into
+  // y1, the third's (if any) into y2, each of those split_stride floats a token.
+  void MulStack(const GpuStack& st, const Buffer& x_in, int64_t nt, int64_t x_stride, const Buffer& y0, int64_t y0_stride,
+                const Buffer& y1, const Buffer* y2, int64_t split_stride) {
+    const GpuMatrix& m = st.m;
+    const Buffer& xb = Rounded(m.act, x_in, nt, x_stride);
+    Wrote(y0);
+    Wrote(y1);
+    if (y2 != nullptr) Wrote(*y2);
+    MulPush push{0, static_cast<uint32_t>(m.cols), static_cast<uint32_t>(nt), static_cast<uint32_t>(x_stride),
+                 static_cast<uint32_t>(y0_stride), 0, static_cast<uint32_t>(m.row_bytes)};
+    push.split1 = static_cast<uint32_t>(st.split1);
+    push.split2 = static_cast<uint32_t>(st.split2);
+    push.split_stride = static_cast<uint32_t>(split_stride);
+    gpu::RecordMul(*stream, m.kernel, *m.parts[0].buf, xb, y0, push, m.rows, gpu::MulPath::kAuto, &y1, y2);
+  }
+
   // y (pairs rows, y_stride apart) = each (token, choice) pair's expert times its activation row
   // (x row pair / x_div).
   void MulId(const GpuExperts& m, const Buffer& ids, const Buffer& x_in, int64_t pairs, int64_t x_stride, int64_t x_div,
@@ -449,9 +511,12 @@ struct GpuLayers::Impl {
   void Layer(const GpuLayer& w, int64_t n) {
     const int64_t E = p.n_embd, D = p.head_dim, qd = p.q_dim(), kvd = p.kv_dim();
     Norm(*x, *w.attn_norm, *xn, n, E, w.wq.act);
-    Mul(w.wq, *xn, n, E, *q, qd);
-    Mul(w.wk, *xn, n, E, *k, kvd);
-    Mul(w.wv, *xn, n, E, *v, kvd);
+    if (w.qkv.count == 0) {
+      Mul(w.wq, *xn, n, E, *q, qd);
+      Mul(w.wk, *xn, n, E, *k, kvd);
+    }
+    if (w.qkv.count > 0) MulStack(w.qkv, *xn, n, E, *q, qd, *k, w.qkv.count == 3 ? v.get() : nullptr, kvd);
+    if (w.qkv.count < 3) Mul(w.wv, *xn, n, E, *v, kvd);
     if (w.bq != nullptr) {
       Add(*q, *w.bq, n * qd, qd);
       Add(*k, *w.bk, n * kvd, kvd);
@@ -488,8 +553,12 @@ struct GpuLayers::Impl {
     if (p.is_moe()) {
       Experts(w, n);  // into tmp
     } else {
-      Mul(w.gate, *xn, n, E, *gate, p.n_ff);
-      Mul(w.up, *xn, n, E, *up, p.n_ff);
+      if (w.gate_up.count == 2) {
+        MulStack(w.gate_up, *xn, n, E, *gate, p.n_ff, *up, nullptr, p.n_ff);
+      } else {
+        Mul(w.gate, *xn, n, E, *gate, p.n_ff);
+        Mul(w.up, *xn, n, E, *up, p.n_ff);
+      }
       ActMul(n * p.n_ff, p.ffn_act == FfnActivation::kGelu, w.down.act);
       if (w.post_ffn_norm == nullptr) {
         Mul(w.down, *gate, n, p.n_ff, *x, E, 0, /*accumulate=*/true);
@@ -557,9 +626,16 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
     TANDEM_ASSIGN_OR_RETURN(g.post_attn_norm, im.Vector(lw.post_attn_norm, E, at + "post_attention_norm"));
     TANDEM_ASSIGN_OR_RETURN(g.ffn_norm, im.Vector(lw.ffn_norm, E, at + "ffn_norm"));
     TANDEM_ASSIGN_OR_RETURN(g.post_ffn_norm, im.Vector(lw.post_ffn_norm, E, at + "post_ffw_norm"));
-    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wq, at + "attn_q", &g.wq));
-    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wk, at + "attn_k", &g.wk));
-    TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wv, at + "attn_v", &g.wv));
+    // Queries, keys and values as one stack where they share a type (else queries and keys).
+    TANDEM_RETURN_IF_ERROR(im.UploadStack({&lw.wq, &lw.wk, &lw.wv}, {&g.wq, &g.wk, &g.wv}, at + "attn_q/k/v", &g.qkv));
+    if (g.qkv.count == 0) {
+      TANDEM_RETURN_IF_ERROR(im.UploadStack({&lw.wq, &lw.wk}, {&g.wq, &g.wk}, at + "attn_q/k", &g.qkv));
+    }
+    if (g.qkv.count == 0) {
+      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wq, at + "attn_q", &g.wq));
+      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wk, at + "attn_k", &g.wk));
+    }
+    if (g.qkv.count < 3) TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wv, at + "attn_v", &g.wv));
     TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.wo, at + "attn_output", &g.wo));
     if (p.is_moe()) {
       TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.router, at + "ffn_gate_inp", &g.router));
@@ -574,8 +650,11 @@ Result<std::unique_ptr<GpuLayers>> GpuLayers::Create(std::shared_ptr<gpu::Device
         TANDEM_RETURN_IF_ERROR(im.UploadMatrix(gate_inp, at + "ffn_gate_inp_shexp", &g.shexp_gate));
       }
     } else {
-      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.gate, at + "ffn_gate", &g.gate));
-      TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.up, at + "ffn_up", &g.up));
+      TANDEM_RETURN_IF_ERROR(im.UploadStack({&lw.gate, &lw.up}, {&g.gate, &g.up}, at + "ffn_gate/up", &g.gate_up));
+      if (g.gate_up.count == 0) {
+        TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.gate, at + "ffn_gate", &g.gate));
+        TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.up, at + "ffn_up", &g.up));
+      }
       TANDEM_RETURN_IF_ERROR(im.UploadMatrix(lw.down, at + "ffn_down", &g.down));
     }
     g.pool = config.window[il - config.layer_begin] ? 1 : 0;

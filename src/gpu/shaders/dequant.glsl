@@ -1,6 +1,6 @@
 // Shared by the product shaders (mul.comp, mul_tiles.comp): the weight buffer W at binding 0, in
-// the type chosen at build time (-DTYPE_...), the push constants (gpu::MulPush), and Chunk, which
-// dequantizes 32 elements of a row. Include after common.glsl.
+// the type chosen at build time (-DTYPE_...), the push constants (gpu::MulPush), the outputs
+// (Put), and Chunk, which dequantizes 32 elements of a row. Include after common.glsl.
 #if defined(TYPE_F32)
 layout(std430, binding = 0) readonly buffer W { float wf[]; };
 #elif defined(TYPE_F16) || defined(TYPE_BF16)
@@ -23,7 +23,37 @@ layout(push_constant) uniform Push {
   uint x_div;         // MUL_ID: pairs per activation row (k for gate and up, 1 for down)
   uint rows;          // mul_tiles: rows of this dispatch
   uint accumulate;    // 1: y += the product (a residual), else y = it
+  uint split1;        // a stack of matrices (0: none): W's rows from split1 on go to y1,
+  uint split2;        //   from split2 on to y2 (split2 = all rows: two matrices),
+  uint split_stride;  //   split_stride floats between tokens' outputs in both
 } p;
+
+// The outputs: y, and with a stack y1 and y2 (the row kernels of one type for several matrices
+// that take the same input, as queries, keys and values do: one dispatch for all of them).
+layout(std430, binding = 2) buffer Y { float y[]; };
+#if !defined(MUL_ID)
+layout(std430, binding = 3) buffer Y1 { float y1[]; };
+layout(std430, binding = 4) buffer Y2 { float y2[]; };
+#endif
+
+// Stores (with `accumulate`: adds) s, the product of token t and output row `row` (W's row but
+// for the MUL_ID kernels, whose W holds several experts).
+void Put(uint t, uint row, float s) {
+#if !defined(MUL_ID)
+  if (p.split1 != 0 && row >= p.split1) {
+    if (row >= p.split2) {
+      const uint o = t * p.split_stride + row - p.split2;
+      y2[o] = p.accumulate != 0 ? y2[o] + s : s;
+    } else {
+      const uint o = t * p.split_stride + row - p.split1;
+      y1[o] = p.accumulate != 0 ? y1[o] + s : s;
+    }
+    return;
+  }
+#endif
+  const uint o = t * p.y_stride + p.y_offset + row;
+  y[o] = p.accumulate != 0 ? y[o] + s : s;
+}
 
 #if !defined(TYPE_F32) && !defined(TYPE_F16) && !defined(TYPE_BF16)
 uint b8(uint o) { return uint(w8[o]); }

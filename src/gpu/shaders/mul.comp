@@ -6,7 +6,8 @@
 // With -DMUL_ID (mixture of experts) W holds experts [expert_first, expert_first + experts) of
 // `expert_rows` rows each, and each (token, choice) pair v = group y takes the rows of its own
 // expert ids[v]: y[v][row] = dot(row of expert ids[v], x[v / x_div]). Pairs whose expert is in
-// another part of W are left alone. With `accumulate` the sums are added to y (a residual).
+// another part of W are left alone. With `accumulate` the sums are added to y (a residual). A
+// stack of matrices (push split1) sends each row's products to its own output (Put, dequant.glsl).
 #version 450
 #include "common.glsl"
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -17,7 +18,6 @@ layout(local_size_x = 64) in;
 #include "parts.glsl"
 
 layout(std430, binding = 1) readonly buffer X { float x[]; };
-layout(std430, binding = 2) buffer Y { float y[]; };
 #if defined(MUL_ID)
 layout(std430, binding = 3) readonly buffer I { int ids[]; };
 #endif
@@ -72,7 +72,6 @@ void main() {
   if (tid < nt) {
     float s = 0.0;
     for (uint i = 0; i < gl_NumSubgroups; ++i) s += red[tid][i];
-    const uint o = (t0 + tid) * p.y_stride + p.y_offset + p.row_base + row;
-    y[o] = p.accumulate != 0 ? y[o] + s : s;
+    Put(t0 + tid, p.row_base + row, s);
   }
 }

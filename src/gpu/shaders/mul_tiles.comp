@@ -14,7 +14,6 @@ layout(local_size_x = 128) in;
 #include "dequant.glsl"
 
 layout(std430, binding = 1) readonly buffer X { float x[]; };
-layout(std430, binding = 2) buffer Y { float y[]; };
 
 const uint kRows = 64, kTokens = 64;
 // 16 KiB in all, the least any Vulkan device offers. ws[i][r]: element i of this chunk of row r;
@@ -67,8 +66,7 @@ void main() {
     for (uint j = 0; j < 4; ++j) {
       const uint t = t0 + 4 * tt + j;
       if (t >= p.nt) continue;
-      const uint o = t * p.y_stride + p.y_offset + p.row_base + r;
-      y[o] = p.accumulate != 0 ? y[o] + acc[u][j] : acc[u][j];
+      Put(t, p.row_base + r, acc[u][j]);
     }
   }
 }
