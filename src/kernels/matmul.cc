@@ -77,32 +77,89 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
   });
 }
 
-void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
-                       int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
+namespace {
+
+// Quantizes n_tokens rows of x as wtype's interleaved kernels take them into scratch.act (rows
+// InterleavedActRowBytes apart), over the pool's threads when there is enough of them for it to
+// pay; returns the row stride.
+size_t QuantizeInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wtype, int64_t cols, const float* x,
+                               int64_t n_tokens, Scratch& scratch) {
   const size_t a_stride = InterleavedActRowBytes(wtype, cols);
   const size_t need = a_stride * static_cast<size_t>(n_tokens);
   if (scratch.act.size() < need) scratch.act.resize(need);
   const quant::QuantizeRowFn quantize = InterleavedActType(wtype) == TensorType::kQ8_K
                                             ? k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)]
                                             : k.quantize_q8s;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    quantize(x + t * cols, scratch.act.data() + t * a_stride, cols);
-    FinishActRow(wtype, scratch.act.data() + t * a_stride, cols);
+  uint8_t* a = scratch.act.data();
+  auto rows = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      quantize(x + t * cols, a + t * a_stride, cols);
+      FinishActRow(wtype, a + t * a_stride, cols);
+    }
+  };
+  constexpr int64_t kParallelFloats = int64_t{1} << 15;  // a few microseconds of quantizing
+  if (pool.size() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelFloats) {
+    pool.ParallelFor(n_tokens, 1, rows);
+  } else {
+    rows(0, n_tokens);
   }
+  return a_stride;
+}
+
+// Groups [begin, end) of a job's rows (16 a group), every token group over a group while it is
+// in cache; the 16 outputs of a group go to a row of y directly.
+void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t cols, const uint8_t* a,
+                size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end) {
   const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
   const int64_t max_rows = k.gemm_interleaved_rows;
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (int64_t g = begin; g < end; ++g) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += max_rows) {
+      const int na = static_cast<int>(std::min<int64_t>(max_rows, n_tokens - t0));
+      gemm(cols, wb + g * group_bytes, a + t0 * a_stride, a_stride, na, y + t0 * y_stride + g * kInterleaveRows,
+           y_stride);
+    }
+  }
+}
+
+}  // namespace
+
+void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+                       int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
+  const size_t a_stride = QuantizeInterleavedActs(k, pool, wtype, cols, x, n_tokens, scratch);
   const uint8_t* a = scratch.act.data();
-  // Each thread takes a band of 16-row groups; every token group passes over a group while it
-  // is in cache. The 16 outputs of a group go to a row of y directly.
+  // Each thread takes a band of 16-row groups.
   pool.ParallelFor(rows / kInterleaveRows, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) {
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += max_rows) {
-        const int na = static_cast<int>(std::min<int64_t>(max_rows, n_tokens - t0));
-        gemm(cols, wb + g * group_bytes, a + t0 * a_stride, a_stride, na, y + t0 * y_stride + g * kInterleaveRows,
-             y_stride);
-      }
+    GemmGroups(k, wtype, w, cols, a, a_stride, n_tokens, y, y_stride, begin, end);
+  });
+}
+
+void MatMulInterleavedSameInput(const KernelTable& k, ThreadPool& pool, std::span<const GemmJob> jobs, int64_t cols,
+                                const float* x, int64_t n_tokens, Scratch& scratch) {
+  constexpr size_t kMaxJobs = 4;
+  const bool one_format =
+      !jobs.empty() && jobs.size() <= kMaxJobs &&
+      std::all_of(jobs.begin(), jobs.end(), [&](const GemmJob& j) {
+        return InterleavedActType(j.wtype) == InterleavedActType(jobs[0].wtype) &&
+               InterleavedActRowBytes(j.wtype, cols) == InterleavedActRowBytes(jobs[0].wtype, cols);
+      });
+  if (!one_format) {
+    for (const GemmJob& j : jobs) MatMulInterleaved(k, pool, j.wtype, j.w, j.rows, cols, x, n_tokens, j.y, j.y_stride, scratch);
+    return;
+  }
+  // One quantization serves every job: an interleaved K-quant's rows end in the same sums
+  // whichever K-quant it is (FinishActRow).
+  const size_t a_stride = QuantizeInterleavedActs(k, pool, jobs[0].wtype, cols, x, n_tokens, scratch);
+  const uint8_t* a = scratch.act.data();
+  int64_t first[kMaxJobs + 1] = {0};  // each job's first group in the pass
+  for (size_t j = 0; j < jobs.size(); ++j) first[j + 1] = first[j] + jobs[j].rows / kInterleaveRows;
+  pool.ParallelFor(first[jobs.size()], 1, [&](int64_t begin, int64_t end) {
+    for (size_t j = 0; j < jobs.size() && begin < end; ++j) {
+      const int64_t b = std::max(begin, first[j]), e = std::min(end, first[j + 1]);
+      if (b >= e) continue;
+      const GemmJob& job = jobs[j];
+      GemmGroups(k, job.wtype, job.w, cols, a, a_stride, n_tokens, job.y, job.y_stride, b - first[j], e - first[j]);
     }
   });
 }

@@ -42,6 +42,23 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
 void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                        int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch);
 
+// One of several products of interleaved weights with the same activations (a layer's queries,
+// keys and values; its gate and up): Y[t][r] = W[r] . X[t] into y (row stride y_stride).
+struct GemmJob {
+  TensorType wtype = TensorType::kF32;
+  const void* w = nullptr;
+  int64_t rows = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// MatMulInterleaved for every job, all `cols` wide and taking the same x: the activations
+// quantized once where the jobs' formats agree (all K-quants; all of the other types), and the
+// 16-row groups of all jobs split among the threads in one pass of the pool. The same results as
+// one MatMulInterleaved per job. REQUIRES: each job as MatMulInterleaved requires.
+void MatMulInterleavedSameInput(const KernelTable& k, ThreadPool& pool, std::span<const GemmJob> jobs, int64_t cols,
+                                const float* x, int64_t n_tokens, Scratch& scratch);
+
 // One product of a batch: y[r] = W[r] . x for r < rows.
 struct MatVecJob {
   TensorType wtype = TensorType::kF32;

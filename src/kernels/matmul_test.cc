@@ -135,5 +135,70 @@ TEST(MatMulTest, MatVecBatchEqualsOneMatVecPerJob) {
   }
 }
 
+// Products of interleaved weights taking the same input in one pass (a layer's q, k, v; its gate
+// and up) give each job exactly what MatMulInterleaved gives it alone: K-quants of two types
+// sharing one quantization, a batch whose formats differ (Q4_0's Q8S and Q4_K's Q8_K: each job
+// alone), few tokens and enough to quantize over the threads, every table and thread count.
+TEST(MatMulTest, SameInputProductsEqualOneMatMulInterleavedEach) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> d;
+  const int64_t cols = 1024;
+  struct Spec {
+    TensorType type;
+    int64_t rows;
+  };
+  const std::vector<std::vector<Spec>> batches = {
+      {{TensorType::kQ4_K, 64}, {TensorType::kQ4_K, 16}, {TensorType::kQ6_K, 32}},
+      {{TensorType::kQ4_0, 32}, {TensorType::kQ4_K, 48}},
+      {{TensorType::kQ8_0, 16}, {TensorType::kQ4_0, 32}}};
+  int batches_run = 0;
+  for (const std::vector<Spec>& batch : batches) {
+    std::vector<std::vector<uint8_t>> weights;
+    for (const Spec& s : batch) {
+      std::vector<float> wf(s.rows * cols);
+      for (float& v : wf) v = d(rng);
+      const size_t rb = quant::RowBytes(s.type, cols);
+      std::vector<uint8_t> rowmajor(rb * s.rows);
+      for (int64_t r = 0; r < s.rows; ++r) {
+        quant::ReferenceOps(s.type)->quantize_row(wf.data() + r * cols, rowmajor.data() + r * rb, cols);
+      }
+      weights.emplace_back(rowmajor.size());
+      Interleave(s.type, rowmajor.data(), weights.back().data(), s.rows, cols);
+    }
+    for (const int64_t nt : {int64_t{8}, int64_t{40}}) {  // 40 x 1024: quantized over the threads
+      std::vector<float> x(nt * cols);
+      for (float& v : x) v = d(rng);
+      for (const KernelTable* k : Available()) {
+        const bool all = std::all_of(batch.begin(), batch.end(), [&](const Spec& s) {
+          return k->gemm_interleaved[static_cast<uint32_t>(s.type)] != nullptr;
+        });
+        if (!all) continue;
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          Scratch scratch;
+          std::vector<std::vector<float>> got(batch.size()), want(batch.size());
+          std::vector<GemmJob> jobs;
+          for (size_t j = 0; j < batch.size(); ++j) {
+            const int64_t stride = batch[j].rows + 3;
+            want[j].assign(nt * stride, -1.0f);
+            got[j].assign(nt * stride, -1.0f);
+            MatMulInterleaved(*k, pool, batch[j].type, weights[j].data(), batch[j].rows, cols, x.data(), nt,
+                              want[j].data(), stride, scratch);
+            jobs.push_back({batch[j].type, weights[j].data(), batch[j].rows, got[j].data(), stride});
+          }
+          MatMulInterleavedSameInput(*k, pool, jobs, cols, x.data(), nt, scratch);
+          for (size_t j = 0; j < batch.size(); ++j) {
+            EXPECT_EQ(got[j], want[j]) << IsaName(k->isa) << " threads " << threads << " tokens " << nt << " job " << j;
+          }
+          ++batches_run;
+        }
+      }
+    }
+  }
+  if (Cpu().avx512vnni) {
+    EXPECT_GT(batches_run, 0) << "no interleaved kernel on a CPU with AVX-512 VNNI";
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels

@@ -299,8 +299,24 @@ void Context::Mul(const Matrix& m, const float* in, int64_t nt, float* out, int6
 
 void Context::MulSameInput(std::initializer_list<Product> products, const float* in, int64_t nt) {
   constexpr size_t kMax = 3;
-  if (nt != 1 || products.size() > kMax) {
+  if (products.size() > kMax) {
     for (const Product& p : products) Mul(*p.m, in, nt, p.out, p.m->rows);
+    return;
+  }
+  if (nt != 1) {
+    // Interleaved weights (prompts, batches): one quantization of the input and one pass of the
+    // pool for all of them.
+    const int64_t cols = products.begin()->m->cols;
+    const bool together = std::all_of(products.begin(), products.end(),
+                                      [&](const Product& p) { return p.m->interleaved && p.m->cols == cols; });
+    if (!together) {
+      for (const Product& p : products) Mul(*p.m, in, nt, p.out, p.m->rows);
+      return;
+    }
+    kernels::GemmJob jobs[kMax];
+    size_t n = 0;
+    for (const Product& p : products) jobs[n++] = {p.m->type, p.m->data, p.m->rows, p.out, p.m->rows};
+    kernels::MatMulInterleavedSameInput(k_, pool_, std::span(jobs, n), cols, in, nt, scratch_);
     return;
   }
   kernels::MatVecJob jobs[kMax];
