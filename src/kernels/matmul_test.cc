@@ -197,6 +197,8 @@ TEST(MatMulTest, SameInputProductsEqualOneMatMulInterleavedEach) {
   }
   if (Cpu().avx512vnni) {
     EXPECT_GT(batches_run, 0) << "no interleaved kernel on a CPU with AVX-512 VNNI";
+  } else if (batches_run == 0) {
+    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
   }
 }
 

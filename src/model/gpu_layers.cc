@@ -464,8 +464,8 @@ struct GpuLayers::Impl {
     }
   }
 
-  // Where a dispatch writes rows x len floats into yb and can round them as `act` too (into
-  // rounded[act]): whether it may, and if so, the kernel of that rounding (then Written says so).
+  // Whether a dispatch writing rows of `len` floats can also write them rounded as `act` (into
+  // rounded[act]): a rounding at all, and whole blocks of it per row.
   bool CanRound(ActRound act, int64_t len) const {
     return act != ActRound::kNone && len % (act == ActRound::kQ8_K ? 256 : 32) == 0;
   }
