@@ -10,6 +10,15 @@
 // or more over a minute (it is shared), so a figure taken once at start would compare each kernel
 // with a different machine.
 //
+// MatMulInterleavedStreamed: the small batches of speculative verification and of a server's
+// decode step (1, 4 and 8 tokens) against interleaved weights from DRAM, as `tandem bench
+// --small-batch` runs them: each weight block is read once, so the kernel computes and streams at
+// once. On the Zen 5 VM, Q4_K 5632x2048, 2 threads: 4 tokens take about as long as 1 (the stream
+// bounds both), 8 about twice as long (computing bounds it, at about half the kernel's in-cache
+// rate). Prefetch distances tuned on it did not carry over to the model: 14 KB ahead instead of
+// 16 made this benchmark's 8-token Q4_K case 15-17 % faster and `bench --small-batch 8` on the
+// TinyLlama-shaped Q4_K_M 13 % slower (medians of 12 alternating runs, 23.4 -> 26.3 ms).
+//
 //   build/bench/matvec_bench --benchmark_filter='MatVec/(q4_K|q6_K|q8_0)/5632x2048'
 // Byte rates from Google Benchmark are in binary units (GiB/s); the bandwidth line is in GB/s.
 #include <benchmark/benchmark.h>
@@ -172,25 +181,38 @@ void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   state.SetLabel(kernels::IsaName(k.isa));
 }
 
-void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, bool interleaved) {
+// tokens x the matrix. Streamed: enough copies of it that its weights come from DRAM (a verifying
+// forward of a few tokens reads every weight once, as a decode step does), else one copy, in cache
+// after the first pass (a long prompt reuses each block for many tokens).
+void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, bool interleaved, bool streamed) {
   const int64_t tokens = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   const KernelTable& k = kernels::Best();
-  std::vector<uint8_t> w = MakeMatrix(type, rows, cols);
-  if (interleaved) w = Interleaved(type, w, rows, cols);
+  std::vector<uint8_t> one = MakeMatrix(type, rows, cols);
+  if (interleaved) one = Interleaved(type, one, rows, cols);
+  const size_t copies = streamed ? std::max<size_t>(2, kWorkingSetBytes / one.size()) : 1;
+  LargeBuffer all = AllocLarge(one.size() * copies);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * one.size(), one.data(), one.size());
   std::vector<float> x(tokens * cols, 0.25f), y(tokens * rows);
   ThreadPool pool(threads);
   kernels::Scratch scratch;
+  size_t c = 0;
   for (auto _ : state) {
+    const uint8_t* w = all.data() + c * one.size();
     if (interleaved) {
-      kernels::MatMulInterleaved(k, pool, type, w.data(), rows, cols, x.data(), tokens, y.data(), rows, scratch);
+      kernels::MatMulInterleaved(k, pool, type, w, rows, cols, x.data(), tokens, y.data(), rows, scratch);
     } else {
-      kernels::MatMul(k, pool, type, w.data(), rows, cols, x.data(), tokens, y.data(), rows, scratch);
+      kernels::MatMul(k, pool, type, w, rows, cols, x.data(), tokens, y.data(), rows, scratch);
     }
     benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * tokens * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
+  if (streamed) {
+    state.counters["weights_GBps"] = benchmark::Counter(static_cast<double>(one.size()) * 1e-9,
+                                                        benchmark::Counter::kIsIterationInvariantRate);
+  }
   state.SetLabel(kernels::IsaName(k.isa));
 }
 
@@ -239,7 +261,7 @@ const bool kRegistered = [] {
           ->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(0.3);
     }
     const std::string mm = "MatMul/" + tn + "/5632x2048";
-    benchmark::RegisterBenchmark(mm.c_str(), BM_MatMul, t, 5632, 2048, false)
+    benchmark::RegisterBenchmark(mm.c_str(), BM_MatMul, t, 5632, 2048, false, false)
         ->ArgsProduct({{8, 128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     // The interleaved layout (kernels/interleave.h), where this CPU's kernels have it.
@@ -250,9 +272,15 @@ const bool kRegistered = [] {
           ->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(0.3);
     }
     const std::string mmi = "MatMulInterleaved/" + tn + "/5632x2048";
-    benchmark::RegisterBenchmark(mmi.c_str(), BM_MatMul, t, 5632, 2048, true)
+    benchmark::RegisterBenchmark(mmi.c_str(), BM_MatMul, t, 5632, 2048, true, false)
         ->ArgsProduct({{8, 128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    // A verifying forward's few tokens against weights from DRAM: on a small batch each block is
+    // read once, so the kernel must compute and stream at once (bench --small-batch).
+    const std::string mms = "MatMulInterleavedStreamed/" + tn + "/5632x2048";
+    benchmark::RegisterBenchmark(mms.c_str(), BM_MatMul, t, 5632, 2048, true, true)
+        ->ArgsProduct({{1, 4, 8}, {1, 2}})->ArgNames({"tokens", "threads"})->UseRealTime()
+        ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
   }
   return true;
 }();
