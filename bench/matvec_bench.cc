@@ -148,29 +148,43 @@ std::vector<uint8_t> Interleaved(TensorType type, const std::vector<uint8_t>& w,
   return out;
 }
 
+// `copies` copies of a matrix back to back, cycled by the timed loops: enough of them
+// (kWorkingSetBytes) and each pass reads its weights from DRAM, as decode does.
+struct MatrixCopies {
+  LargeBuffer all;
+  size_t bytes = 0, copies = 0, next = 0;
+
+  MatrixCopies(const std::vector<uint8_t>& one, size_t n) : all(AllocLarge(one.size() * n)), bytes(one.size()), copies(n) {
+    for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * bytes, one.data(), bytes);
+  }
+  static size_t ForDram(size_t bytes) { return std::max<size_t>(2, kWorkingSetBytes / bytes); }
+  // The copy for this pass; the next call returns the next one.
+  const uint8_t* Next() {
+    const uint8_t* w = all.data() + next * bytes;
+    next = (next + 1) % copies;
+    return w;
+  }
+};
+
 void BM_MatVec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, bool interleaved) {
   const int threads = static_cast<int>(state.range(0));
   const KernelTable& k = kernels::Best();
   std::vector<uint8_t> one = MakeMatrix(type, rows, cols);
   if (interleaved) one = Interleaved(type, one, rows, cols);
-  const size_t copies = std::max<size_t>(2, kWorkingSetBytes / one.size());
-  LargeBuffer all = AllocLarge(one.size() * copies);
-  for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * one.size(), one.data(), one.size());
+  MatrixCopies m(one, MatrixCopies::ForDram(one.size()));
   std::vector<float> x(cols, 0.5f), y(rows);
   ThreadPool pool(threads);
   kernels::Scratch scratch;
   MemoryBandwidth(threads);  // faults in the bandwidth buffer once
   const double bw_before = BestOf(pool, 3);
-  size_t c = 0;
   for (auto _ : state) {
+    const uint8_t* w = m.Next();
     if (interleaved) {
-      kernels::MatMulInterleaved(k, pool, type, all.data() + c * one.size(), rows, cols, x.data(), 1, y.data(), rows,
-                                 scratch);
+      kernels::MatMulInterleaved(k, pool, type, w, rows, cols, x.data(), 1, y.data(), rows, scratch);
     } else {
-      kernels::MatVec(k, pool, type, all.data() + c * one.size(), rows, cols, x.data(), y.data(), scratch);
+      kernels::MatVec(k, pool, type, w, rows, cols, x.data(), y.data(), scratch);
     }
     benchmark::DoNotOptimize(y.data());
-    c = (c + 1) % copies;
   }
   const double bytes = static_cast<double>(one.size());
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * one.size()));
@@ -190,22 +204,18 @@ void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   const KernelTable& k = kernels::Best();
   std::vector<uint8_t> one = MakeMatrix(type, rows, cols);
   if (interleaved) one = Interleaved(type, one, rows, cols);
-  const size_t copies = streamed ? std::max<size_t>(2, kWorkingSetBytes / one.size()) : 1;
-  LargeBuffer all = AllocLarge(one.size() * copies);
-  for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * one.size(), one.data(), one.size());
+  MatrixCopies m(one, streamed ? MatrixCopies::ForDram(one.size()) : 1);
   std::vector<float> x(tokens * cols, 0.25f), y(tokens * rows);
   ThreadPool pool(threads);
   kernels::Scratch scratch;
-  size_t c = 0;
   for (auto _ : state) {
-    const uint8_t* w = all.data() + c * one.size();
+    const uint8_t* w = m.Next();
     if (interleaved) {
       kernels::MatMulInterleaved(k, pool, type, w, rows, cols, x.data(), tokens, y.data(), rows, scratch);
     } else {
       kernels::MatMul(k, pool, type, w, rows, cols, x.data(), tokens, y.data(), rows, scratch);
     }
     benchmark::DoNotOptimize(y.data());
-    c = (c + 1) % copies;
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * tokens * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
