@@ -2,12 +2,15 @@
 
 #include <httplib.h>
 #include <sodium.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -201,12 +204,17 @@ json Bytes(const std::string& s) {
 
 }  // namespace
 
+// Connections the kernel completes before the server accepts them (the system's own limit,
+// net.core.somaxconn, caps it).
+constexpr int kListenBacklog = 1024;
+
 struct Server::Impl {
   const tokenizer::Tokenizer& tok;
   engine::Scheduler& sched;
   ServerOptions o;
   httplib::Server http;
   int bound_port = -1;
+  socket_t listen_socket = INVALID_SOCKET;  // set by the socket-options hook while binding
   std::atomic<uint64_t> next_id{0};
   std::mutex mu;
   std::map<int, uint64_t> responses;  // by HTTP status
@@ -578,6 +586,15 @@ struct Server::Impl {
   }
 
   void Routes() {
+    // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
+    // library): when more than that many clients connect at once while the accept thread waits
+    // for a CPU, the kernel drops their SYNs and they wait for TCP's retransmission (1 s, then
+    // 3). The listening socket's options hook gives its descriptor; Bind() listens again on it
+    // with a deeper queue.
+    http.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_socket = sock;
+    });
     http.set_payload_max_length(o.max_body_bytes);
     http.set_read_timeout(30, 0);
     http.set_write_timeout(30, 0);
@@ -642,6 +659,10 @@ Status Server::Bind() {
   if (m.bound_port < 0) {
     return Status::IOError("cannot listen on " + m.o.host + ":" + std::to_string(m.o.port) +
                            " (in use, or not an address of this machine)");
+  }
+  if (m.listen_socket == INVALID_SOCKET || ::listen(m.listen_socket, kListenBacklog) != 0) {
+    return Status::IOError("cannot set the connection queue of " + m.o.host + ":" + std::to_string(m.bound_port) +
+                           ": " + std::strerror(errno));
   }
   return Status::Ok();
 }

@@ -8,7 +8,16 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -33,8 +42,9 @@ struct Running {
   std::unique_ptr<Server> server;
   std::thread thread;
 
+  // serve false: bound (the kernel queues connections) but not accepting them.
   explicit Running(ServerOptions so = {}, engine::SchedulerOptions sched_o = {},
-                   std::vector<std::string> workers = {}, bool resume = true) {
+                   std::vector<std::string> workers = {}, bool resume = true, bool serve = true) {
     engine::EngineOptions o;
     o.model_path = ModelPath();
     o.exec.threads = 1;
@@ -57,12 +67,13 @@ struct Running {
     server = std::make_unique<Server>(engine->tokenizer(), *sched, so);
     Status st = server->Bind();
     EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!serve) return;
     thread = std::thread([this] { server->Serve(); });
     for (int i = 0; i < 500 && !server->listening(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_TRUE(server->listening());
   }
   ~Running() {
-    if (!server) return;
+    if (!server || !thread.joinable()) return;
     server->Stop();
     thread.join();
   }
@@ -293,6 +304,45 @@ TEST(ServerTest, AFullQueueIs503WithRetryAfter) {
   EXPECT_EQ(res->status, 503);
   EXPECT_EQ(res->get_header_value("Retry-After"), "1");
   EXPECT_NE(res->body.find("queue is full"), std::string::npos) << res->body;
+}
+
+// A burst of clients connecting at once while the server does not get to accept them (its accept
+// thread waiting for a CPU on a loaded machine): the kernel completes every connection into the
+// listening socket's queue. With cpp-httplib's backlog of 5 it completed 6 and dropped the rest's
+// SYNs, and those clients waited a second for TCP's retransmission (a concurrent-streams test
+// saw one request start after the others had finished).
+TEST(ServerTest, ABurstOfConnectionsIsQueuedWhileTheServerIsBusy) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  Running r({}, {}, {}, true, /*serve=*/false);
+  ASSERT_NE(r.server, nullptr);
+  constexpr int kClients = 32;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(r.server->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<pollfd> fds;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+    fds.push_back({fd, POLLOUT, 0});
+  }
+  // Well under TCP's first SYN retransmission (1 s).
+  int connected = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (connected < kClients && std::chrono::steady_clock::now() < deadline) {
+    if (::poll(fds.data(), fds.size(), 20) < 0) break;
+    connected = 0;
+    for (pollfd& p : fds) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      if ((p.revents & POLLOUT) && ::getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) ++connected;
+    }
+  }
+  for (const pollfd& p : fds) ::close(p.fd);
+  EXPECT_EQ(connected, kClients);
 }
 
 TEST(ServerTest, TheApiKeyIsAskedOnEveryEndpointButThePageAndHealth) {
