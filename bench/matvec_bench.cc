@@ -19,6 +19,9 @@
 // 16 made this benchmark's 8-token Q4_K case 15-17 % faster and `bench --small-batch 8` on the
 // TinyLlama-shaped Q4_K_M 13 % slower (medians of 12 alternating runs, 23.4 -> 26.3 ms).
 //
+// GemmGroupInL1: the interleaved kernel alone on one 16-row group in L1, one thread: what the
+// products cost when memory costs nothing, the floor under the streamed figures.
+//
 //   build/bench/matvec_bench --benchmark_filter='MatVec/(q4_K|q6_K|q8_0)/5632x2048'
 // Byte rates from Google Benchmark are in binary units (GiB/s); the bandwidth line is in GB/s.
 #include <benchmark/benchmark.h>
@@ -226,6 +229,43 @@ void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   state.SetLabel(kernels::IsaName(k.isa));
 }
 
+// The interleaved kernel alone: one group of 16 rows, 2048 wide (a TinyLlama layer's input width),
+// against `tokens` activation rows, weights and activations in L1 (one group of Q4_K is 18 KB, 8
+// activation rows 20 KB), one thread, no pool. What a product of these rows costs when memory
+// costs nothing: the floor under MatMulInterleavedStreamed, whose weights come from DRAM. MAC/s
+// counts multiply-accumulates of weights by activations (16 x 2048 x tokens a call).
+void BM_GemmGroupInL1(benchmark::State& state, TensorType type) {
+  constexpr int64_t kCols = 2048;
+  const int na = static_cast<int>(state.range(0));
+  const KernelTable& k = kernels::Best();
+  const kernels::GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(type)];
+  const std::vector<uint8_t> w = Interleaved(type, MakeMatrix(type, kernels::kInterleaveRows, kCols),
+                                             kernels::kInterleaveRows, kCols);
+  // Activation rows as MatMulInterleaved quantizes them (kernels/interleave.h).
+  const size_t a_stride = kernels::InterleavedActRowBytes(type, kCols);
+  std::vector<uint8_t> a(a_stride * na);
+  const quant::QuantizeRowFn quantize = kernels::InterleavedActType(type) == TensorType::kQ8_K
+                                            ? k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)]
+                                            : k.quantize_q8s;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(kCols);
+  for (int r = 0; r < na; ++r) {
+    for (float& v : x) v = d(rng);
+    quantize(x.data(), a.data() + r * a_stride, kCols);
+    kernels::FinishActRow(type, a.data() + r * a_stride, kCols);
+  }
+  std::vector<float> out(kernels::kInterleaveRows * na);
+  for (auto _ : state) {
+    gemm(kCols, w.data(), a.data(), a_stride, na, out.data(), kernels::kInterleaveRows);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(1e-9 * kernels::kInterleaveRows * kCols * na,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kernels::IsaName(k.isa));
+}
+
 // The first matrix-vector product of a pipeline stage: the pool has sat idle between tokens (its
 // workers asleep), so the product starts while a worker is still waking. Q4_K 2048x2048 (a
 // TinyLlama attention matrix) after 2 ms idle, 2 threads; manual time covers the product alone.
@@ -285,6 +325,9 @@ const bool kRegistered = [] {
     benchmark::RegisterBenchmark(mmi.c_str(), BM_MatMul, t, 5632, 2048, true, false)
         ->ArgsProduct({{8, 128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    const std::string l1 = "GemmGroupInL1/" + tn + "/16x2048";
+    benchmark::RegisterBenchmark(l1.c_str(), BM_GemmGroupInL1, t)->Arg(1)->Arg(4)->Arg(8)->ArgName("tokens")
+        ->Unit(benchmark::kNanosecond);
     // A verifying forward's few tokens against weights from DRAM: on a small batch each block is
     // read once, so the kernel must compute and stream at once (bench --small-batch).
     const std::string mms = "MatMulInterleavedStreamed/" + tn + "/5632x2048";
