@@ -244,9 +244,7 @@ void BM_GemmGroupInL1(benchmark::State& state, TensorType type) {
   // Activation rows as MatMulInterleaved quantizes them (kernels/interleave.h).
   const size_t a_stride = kernels::InterleavedActRowBytes(type, kCols);
   std::vector<uint8_t> a(a_stride * na);
-  const quant::QuantizeRowFn quantize = kernels::InterleavedActType(type) == TensorType::kQ8_K
-                                            ? k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)]
-                                            : k.quantize_q8s;
+  const quant::QuantizeRowFn quantize = kernels::InterleavedActQuantizer(k, type);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> x(kCols);

@@ -77,6 +77,11 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
   });
 }
 
+quant::QuantizeRowFn InterleavedActQuantizer(const KernelTable& k, TensorType wtype) {
+  return InterleavedActType(wtype) == TensorType::kQ8_K ? k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)]
+                                                        : k.quantize_q8s;
+}
+
 namespace {
 
 // Quantizes n_tokens rows of x as wtype's interleaved kernels take them into scratch.act (rows
@@ -87,9 +92,7 @@ size_t QuantizeInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorTyp
   const size_t a_stride = InterleavedActRowBytes(wtype, cols);
   const size_t need = a_stride * static_cast<size_t>(n_tokens);
   if (scratch.act.size() < need) scratch.act.resize(need);
-  const quant::QuantizeRowFn quantize = InterleavedActType(wtype) == TensorType::kQ8_K
-                                            ? k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)]
-                                            : k.quantize_q8s;
+  const quant::QuantizeRowFn quantize = InterleavedActQuantizer(k, wtype);
   uint8_t* a = scratch.act.data();
   auto rows = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
@@ -180,8 +183,7 @@ ActFormat FormatOf(const KernelTable& k, const MatVecJob& job) {
   if (job.interleaved) {
     const TensorType t = InterleavedActType(job.wtype);
     const bool q8s = t != TensorType::kQ8_K;
-    return {t, q8s, InterleavedActRowBytes(job.wtype, job.cols),
-            q8s ? k.quantize_q8s : k.quantize_act[static_cast<uint32_t>(t)]};
+    return {t, q8s, InterleavedActRowBytes(job.wtype, job.cols), InterleavedActQuantizer(k, job.wtype)};
   }
   const TensorType t = k.of(job.wtype).act_type;
   return {t, false, quant::RowBytes(t, job.cols), k.quantize_act[static_cast<uint32_t>(t)]};

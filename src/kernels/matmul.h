@@ -36,6 +36,10 @@ void MatMul(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void
             int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
             Scratch& scratch);
 
+// The quantizer of the activation rows of interleaved `wtype` (InterleavedActType: Q8_K's, or
+// k.quantize_q8s for Q8S); the rows still need FinishActRow.
+quant::QuantizeRowFn InterleavedActQuantizer(const KernelTable& k, TensorType wtype);
+
 // MatMul for weights in the interleaved layout (kernels/interleave.h), n_tokens >= 1 (a decode step
 // too: a row's result does not depend on n_tokens). REQUIRES: k.gemm_interleaved[wtype] and
 // the quantizer of InterleavedActType(wtype) (Q8S: k.quantize_q8s) are set; rows % 16 == 0.
