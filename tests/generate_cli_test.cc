@@ -227,5 +227,25 @@ TEST(GenerateCliTest, SelfMadeModelGenerates) {
   std::remove(path.c_str());
 }
 
+// make-model --n-layer and --context-length: a shallow copy of a big shape whose context is longer
+// than the shape's own, and the engine's context grows with it (a server's slots share it).
+TEST(GenerateCliTest, SelfMadeModelTakesItsLayerCountAndContextLength) {
+  const std::string path = ::testing::TempDir() + "tandem_selfmade_ctx.gguf";
+  testing::RunResult mk = testing::RunTandem({"make-model", "--shape", "tiny", "--type", "q8_0", "--n-layer",
+                                              "1", "--context-length", "8192", "-o", path});
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  testing::RunResult info = testing::RunTandem({"inspect", "--json", path});
+  ASSERT_EQ(info.code, 0) << info.err;
+  const nlohmann::json j = nlohmann::json::parse(info.out);
+  EXPECT_EQ(j["summary"]["n_layer"], 1);
+  EXPECT_EQ(j["summary"]["n_ctx"], 8192);
+  // 2500 tokens fit in its context (the tiny shape's own is 512).
+  testing::RunResult run = testing::RunTandem(
+      {"run", "-m", path, "-p", "hello", "-n", "2500", "-c", "4096", "--temp", "0", "--ignore-eos"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.err.find("generation: 2500 tokens"), std::string::npos) << run.err;
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace tandem

@@ -15,6 +15,7 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
     std::string out;
     uint64_t seed = 42;
     uint32_t n_layer = 0;
+    uint32_t n_ctx = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -30,6 +31,10 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
   cmd->add_option("--n-layer", args->n_layer,
                   "Keep only this many layers of the shape (a shallower model of a big shape, for benchmarks)")
       ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--context-length", args->n_ctx,
+                  "Trained context length written to the file (default: the shape's); the engine "
+                  "caps its context at it")
+      ->check(CLI::Range(1u, 1u << 24));
   cmd->callback([args, exit_code] {
     std::optional<synth::ModelShape> shape = synth::FindShape(args->shape);
     if (!shape) {
@@ -44,6 +49,7 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
       return;
     }
     if (args->n_layer > 0) shape->n_layer = args->n_layer;
+    if (args->n_ctx > 0) shape->n_ctx = args->n_ctx;
     synth::MakeModelOptions o{*shape, *type, args->seed};
     const bool tty = isatty(fileno(stderr));
     Status st = synth::MakeModel(o, args->out, [tty](size_t done, size_t total) {

@@ -55,6 +55,9 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--chat-template", a->chat_template,
                   "Template name (default: from the model, else chatml): " + tokenizer::SupportedChatTemplates())
       ->group("Server");
+  cmd->add_flag("--ignore-eos", a->server.ignore_eos,
+                "Generate past end-of-generation tokens unless a request sets \"ignore_eos\": false")
+      ->group("Server");
   cmd->add_option("--alias", a->alias, "Model id for /v1/models and responses (default: the file name)")
       ->group("Server");
   cmd->callback([a, exit_code] {

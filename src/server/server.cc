@@ -110,8 +110,9 @@ struct Params {
 };
 
 // The fields both endpoints share. `chat` selects the chat API's logprobs fields.
-void ReadParams(Fields& f, bool chat, Params* p) {
+void ReadParams(Fields& f, bool chat, const ServerOptions& o, Params* p) {
   engine::Request& r = p->req;
+  r.ignore_eos = o.ignore_eos;
   // llama-server's defaults.
   r.sampling.temperature = 0.8f;
   r.sampling.top_k = 40;
@@ -401,7 +402,7 @@ struct Server::Impl {
     if (auto e = ParseBody(req, &body)) return SendError(res, *e);
     Fields f(body);
     Params p;
-    ReadParams(f, true, &p);
+    ReadParams(f, true, o, &p);
     if (f.error()) return SendError(res, *f.error());
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
       return SendError(res, {400, "'messages' must be a non-empty array of messages", "messages"});
@@ -453,7 +454,7 @@ struct Server::Impl {
     if (auto e = ParseBody(req, &body)) return SendError(res, *e);
     Fields f(body);
     Params p;
-    ReadParams(f, false, &p);
+    ReadParams(f, false, o, &p);
     if (f.error()) return SendError(res, *f.error());
     if (!body.contains("prompt")) return SendError(res, {400, "'prompt' is required", "prompt"});
     json pr = body["prompt"];

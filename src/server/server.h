@@ -37,6 +37,8 @@ struct ServerOptions {
   tokenizer::ChatTemplate chat_template = tokenizer::ChatTemplate::kChatMl;
   size_t max_body_bytes = 4u << 20;
   int http_threads = 64;            // connections handled at once (streams hold one each)
+  // Every request's default for "ignore_eos" (--ignore-eos); a request's own field overrides it.
+  bool ignore_eos = false;
   // Per stage, its node's name, for the per-stage figures of /metrics.
   std::vector<std::string> stage_names;
 };

@@ -44,9 +44,10 @@ struct Running {
 
   // serve false: bound (the kernel queues connections) but not accepting them.
   explicit Running(ServerOptions so = {}, engine::SchedulerOptions sched_o = {},
-                   std::vector<std::string> workers = {}, bool resume = true, bool serve = true) {
+                   std::vector<std::string> workers = {}, bool resume = true, bool serve = true,
+                   std::string model_path = ModelPath()) {
     engine::EngineOptions o;
-    o.model_path = ModelPath();
+    o.model_path = std::move(model_path);
     o.exec.threads = 1;
     o.exec.n_ctx = 1024;
     o.exec.workers = std::move(workers);
@@ -164,6 +165,42 @@ TEST(ServerTest, CompletionsStreamedAndWholeAgreeWithTheRunPath) {
   EXPECT_EQ(usage["completion_tokens"], 20);
   // The same prompt again: its tokens are in a slot's cache.
   EXPECT_GT(usage["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+}
+
+// serve --ignore-eos: every request's default, which a request's own "ignore_eos" overrides.
+// stories260K never ends a story with its end token; the random-weight llama does, greedily, after
+// some prompts (which ones depends on the kernels' rounding, so the test takes the first of several).
+TEST(ServerTest, IgnoreEosIsTheServersDefaultAndARequestOverridesIt) {
+  const std::string model = (std::filesystem::path(TANDEM_SHARED_DIR) / "reference/models/tiny-q8_0.gguf").string();
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no shared reference model";
+  ServerOptions so;
+  so.ignore_eos = true;
+  Running r(so, {}, {}, true, true, model);
+  ASSERT_NE(r.server, nullptr);
+  httplib::Client c = r.Client();
+  std::string prompt, ended_text;
+  int n = 0;
+  for (const char* p : {"Hello", "The cat", "Once upon a time", "A dog", "Where is", "Why", "It was"}) {
+    auto ended = Post(c, "/v1/completions",
+                      {{"prompt", p}, {"max_tokens", 300}, {"temperature", 0}, {"ignore_eos", false}});
+    ASSERT_TRUE(ended);
+    ASSERT_EQ(ended->status, 200) << ended->body;
+    const json e = json::parse(ended->body);
+    if (e["choices"][0]["finish_reason"] != "stop") continue;
+    prompt = p;
+    ended_text = e["choices"][0]["text"];
+    n = e["usage"]["completion_tokens"].get<int>();
+    break;
+  }
+  ASSERT_FALSE(prompt.empty()) << "no prompt ended by itself within 300 tokens";
+  // Without the field the server's default holds: the same text, and on past its end.
+  auto past = Post(c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", n + 20}, {"temperature", 0}});
+  ASSERT_TRUE(past);
+  ASSERT_EQ(past->status, 200) << past->body;
+  const json p = json::parse(past->body);
+  EXPECT_EQ(p["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(p["usage"]["completion_tokens"], n + 20);
+  EXPECT_EQ(p["choices"][0]["text"].get<std::string>().substr(0, ended_text.size()), ended_text);
 }
 
 TEST(ServerTest, ChatCompletionsAndTheOtherEndpoints) {

@@ -3,14 +3,19 @@
 // Type a message and see a streamed answer appear with its speed; then stop a long answer
 // mid-way: the text stops growing, the page is ready for the next message, and the server
 // cancelled the request. MODEL should decode slowly enough to be stopped (a random-weight
-// TinyLlama-shaped layer does; it also seldom ends a reply by itself).
+// TinyLlama-shaped layer does). A reply must not end by itself before the click, or nothing is
+// left to cancel: the server ignores end-of-generation tokens, and each of the 2 slots has 16384
+// cells of context (MODEL's trained context must allow it: make-model --context-length), about
+// 45 s of decoding at 380 tokens/s, the one-layer model's speed on one thread of the development
+// machine. With 1024 cells a reply ended after about 3 s, and a loaded CI machine clicked Stop
+// after that.
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import { startServer, finish, requireModel, metric } from "./common.mjs";
 
 const [tandem, model, browserPath] = process.argv.slice(2);
 requireModel(model);
-const server = await startServer(tandem, ["-m", model, "-t", "1", "-np", "2", "-c", "2048", "--api-key", "test-key"]);
+const server = await startServer(tandem, ["-m", model, "-t", "1", "-np", "2", "-c", "32768", "--ignore-eos", "--api-key", "test-key"]);
 let failed = false;
 let browser = null;
 try {
@@ -40,7 +45,8 @@ try {
   assert.match(stats, /tokens\/s/);
   assert.equal(await page.isEnabled("#stop"), true, "Stop is not enabled while an answer streams");
 
-  // Stop it mid-way.
+  // Stop it mid-way (it has not ended by itself: otherwise there is nothing to cancel).
+  assert.equal(await page.$(".msg.assistant[data-done='1']"), null, "the reply ended by itself before Stop");
   const cancelledBefore = await metric(server.url, "tandem_requests_cancelled_total");
   await page.click("#stop");
   await page.waitForSelector(".msg.assistant[data-done='1']", { timeout: 10000 });
