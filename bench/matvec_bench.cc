@@ -20,7 +20,9 @@
 // TinyLlama-shaped Q4_K_M 13 % slower (medians of 12 alternating runs, 23.4 -> 26.3 ms).
 //
 // GemmGroupInL1: the interleaved kernel alone on one 16-row group in L1, one thread: what the
-// products cost when memory costs nothing, the floor under the streamed figures.
+// products cost when memory costs nothing, the floor under the streamed figures. GemmGroupsCached:
+// the same over 16 groups (L2) and 256 groups (the last-level cache), ns per group: what the
+// kernel loses to the caches before DRAM costs anything.
 //
 //   build/bench/matvec_bench --benchmark_filter='MatVec/(q4_K|q6_K|q8_0)/5632x2048'
 // Byte rates from Google Benchmark are in binary units (GiB/s); the bandwidth line is in GB/s.
@@ -229,18 +231,22 @@ void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   state.SetLabel(kernels::IsaName(k.isa));
 }
 
-// The interleaved kernel alone: one group of 16 rows, 2048 wide (a TinyLlama layer's input width),
-// against `tokens` activation rows, weights and activations in L1 (one group of Q4_K is 18 KB, 8
-// activation rows 20 KB), one thread, no pool. What a product of these rows costs when memory
-// costs nothing: the floor under MatMulInterleavedStreamed, whose weights come from DRAM. MAC/s
-// counts multiply-accumulates of weights by activations (16 x 2048 x tokens a call).
-void BM_GemmGroupInL1(benchmark::State& state, TensorType type) {
+// The interleaved kernel alone: `groups` groups of 16 rows, 2048 wide (a TinyLlama layer's input
+// width), against `tokens` activation rows, one thread, no pool. With one group, weights and
+// activations stay in L1 (one group of Q4_K is 18 KB, 8 activation rows 20 KB): what a product of
+// these rows costs when memory costs nothing, the floor under MatMulInterleavedStreamed, whose
+// weights come from DRAM. With 16 groups the weights come from L2, with 256 from the last-level
+// cache (Q4_K: 288 KB and 4.6 MB). MAC/s counts multiply-accumulates of weights by activations
+// (16 x 2048 x tokens a group); ns_per_group is the time of one group's product.
+void BM_GemmGroups(benchmark::State& state, TensorType type) {
   constexpr int64_t kCols = 2048;
   const int na = static_cast<int>(state.range(0));
+  const int64_t groups = state.range(1);
+  const int64_t rows = kernels::kInterleaveRows * groups;
   const KernelTable& k = kernels::Best();
   const kernels::GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(type)];
-  const std::vector<uint8_t> w = Interleaved(type, MakeMatrix(type, kernels::kInterleaveRows, kCols),
-                                             kernels::kInterleaveRows, kCols);
+  const std::vector<uint8_t> w = Interleaved(type, MakeMatrix(type, rows, kCols), rows, kCols);
+  const size_t group_bytes = w.size() / groups;
   // Activation rows as MatMulInterleaved quantizes them (kernels/interleave.h).
   const size_t a_stride = kernels::InterleavedActRowBytes(type, kCols);
   std::vector<uint8_t> a(a_stride * na);
@@ -253,14 +259,18 @@ void BM_GemmGroupInL1(benchmark::State& state, TensorType type) {
     quantize(x.data(), a.data() + r * a_stride, kCols);
     kernels::FinishActRow(type, a.data() + r * a_stride, kCols);
   }
-  std::vector<float> out(kernels::kInterleaveRows * na);
+  std::vector<float> out(rows * na);
   for (auto _ : state) {
-    gemm(kCols, w.data(), a.data(), a_stride, na, out.data(), kernels::kInterleaveRows);
+    for (int64_t g = 0; g < groups; ++g) {
+      gemm(kCols, w.data() + g * group_bytes, a.data(), a_stride, na, out.data() + g * kernels::kInterleaveRows, rows);
+    }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GMAC/s"] = benchmark::Counter(1e-9 * kernels::kInterleaveRows * kCols * na,
+  state.counters["GMAC/s"] = benchmark::Counter(1e-9 * static_cast<double>(rows * kCols * na),
                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ns_per_group"] = benchmark::Counter(
+      1e-9 * static_cast<double>(groups), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.SetLabel(kernels::IsaName(k.isa));
 }
 
@@ -324,8 +334,11 @@ const bool kRegistered = [] {
         ->ArgsProduct({{8, 128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     const std::string l1 = "GemmGroupInL1/" + tn + "/16x2048";
-    benchmark::RegisterBenchmark(l1.c_str(), BM_GemmGroupInL1, t)->Arg(1)->Arg(4)->Arg(8)->ArgName("tokens")
-        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark(l1.c_str(), BM_GemmGroups, t)->ArgsProduct({{1, 4, 8}, {1}})
+        ->ArgNames({"tokens", "groups"})->Unit(benchmark::kNanosecond);
+    const std::string cached = "GemmGroupsCached/" + tn + "/16x2048";
+    benchmark::RegisterBenchmark(cached.c_str(), BM_GemmGroups, t)->ArgsProduct({{8}, {16, 256}})
+        ->ArgNames({"tokens", "groups"})->Unit(benchmark::kMicrosecond);
     // A verifying forward's few tokens against weights from DRAM: on a small batch each block is
     // read once, so the kernel must compute and stream at once (bench --small-batch).
     const std::string mms = "MatMulInterleavedStreamed/" + tn + "/5632x2048";
