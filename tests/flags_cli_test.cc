@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.h"
+#include "process_support.h"
 #include "test_support.h"
 
 namespace tandem {
@@ -60,6 +61,16 @@ TEST(FlagsCliTest, IgnoreEosRunsToTheTokenLimit) {
     EXPECT_NE(ignored.err.find("(length)"), std::string::npos) << ignored.err;
   }
   EXPECT_EQ(checked, 3) << "fewer than 3 of 12 seeded runs ended at EOS";
+}
+
+// serve's sampling flags are its requests' defaults, checked before the model loads.
+TEST(FlagsCliTest, ServeRefusesABadDefaultSampling) {
+  const std::string m = Model("tiny-q8_0.gguf");
+  TANDEM_REQUIRE_SHARED(m);
+  testing::Process serve({"serve", "-m", m, "--port", "0", "--top-p", "5"});
+  ASSERT_TRUE(serve.Wait(30)) << "serve started with top_p = 5: " << serve.err();
+  EXPECT_EQ(serve.exit_code(), 1);
+  EXPECT_NE(serve.err().find("top_p"), std::string::npos) << serve.err();
 }
 
 // -s -1 asks for a random seed (llama.cpp's default): two runs differ; a fixed seed repeats.

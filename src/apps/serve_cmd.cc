@@ -55,6 +55,10 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--chat-template", a->chat_template,
                   "Template name (default: from the model, else chatml): " + tokenizer::SupportedChatTemplates())
       ->group("Server");
+  AddSamplingFlags(cmd, &a->server.sampling);
+  cmd->add_option("-n,--n-predict", a->server.n_predict,
+                  "Most tokens per reply when a request gives no max_tokens (-1: to an end token or the end of its slot)")
+      ->capture_default_str()->check(CLI::Range(-1, 1 << 24))->group("Server");
   cmd->add_flag("--ignore-eos", a->server.ignore_eos,
                 "Generate past end-of-generation tokens unless a request sets \"ignore_eos\": false")
       ->group("Server");
@@ -62,6 +66,11 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->group("Server");
   cmd->callback([a, exit_code] {
     if (HandleDryRun(a->model, a->dist, exit_code)) return;
+    // The requests' default sampling, checked before the model loads.
+    if (Result<sampling::Sampler> s = sampling::Sampler::Create(a->server.sampling); !s.ok()) {
+      *exit_code = ReportError(s.status().ToString());
+      return;
+    }
     if (!a->api_key_file.empty()) {
       Result<std::string> key = ReadTextFile(a->api_key_file);
       if (!key.ok()) {

@@ -113,12 +113,8 @@ struct Params {
 void ReadParams(Fields& f, bool chat, const ServerOptions& o, Params* p) {
   engine::Request& r = p->req;
   r.ignore_eos = o.ignore_eos;
-  // llama-server's defaults.
-  r.sampling.temperature = 0.8f;
-  r.sampling.top_k = 40;
-  r.sampling.top_p = 0.95f;
-  r.sampling.min_p = 0.05f;
-  int64_t n_predict = -1;
+  r.sampling = o.sampling;
+  int64_t n_predict = o.n_predict;
   f.Int("n_predict", &n_predict, -1, 1 << 24);
   f.Int("max_tokens", &n_predict, 0, 1 << 24);
   f.Int("max_completion_tokens", &n_predict, 0, 1 << 24);
@@ -135,9 +131,11 @@ void ReadParams(Fields& f, bool chat, const ServerOptions& o, Params* p) {
   int64_t repeat_last_n = r.sampling.repeat_last_n;
   f.Int("repeat_last_n", &repeat_last_n, 0, sampling::kMaxRepeatLastN);
   r.sampling.repeat_last_n = static_cast<int>(repeat_last_n);
-  int64_t seed = -1;
-  f.Int("seed", &seed, INT64_MIN, INT64_MAX);
-  r.sampling.seed = seed < 0 ? sampling::kRandomSeed : static_cast<uint64_t>(seed) & 0x7fffffffu;
+  if (f.has("seed")) {
+    int64_t seed = -1;
+    f.Int("seed", &seed, INT64_MIN, INT64_MAX);
+    r.sampling.seed = seed < 0 ? sampling::kRandomSeed : static_cast<uint64_t>(seed) & 0x7fffffffu;
+  }
   f.Bool("ignore_eos", &r.ignore_eos);
   f.Bool("stream", &p->stream);
   int64_t n = 1;

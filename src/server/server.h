@@ -24,6 +24,7 @@
 
 #include "base/status.h"
 #include "engine/scheduler.h"
+#include "sampling/sampler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,7 +38,10 @@ struct ServerOptions {
   tokenizer::ChatTemplate chat_template = tokenizer::ChatTemplate::kChatMl;
   size_t max_body_bytes = 4u << 20;
   int http_threads = 64;            // connections handled at once (streams hold one each)
-  // Every request's default for "ignore_eos" (--ignore-eos); a request's own field overrides it.
+  // Every request's defaults (llama-server's command line: --temp, --top-k, ..., -n, --ignore-eos);
+  // a request's own fields override them. `sampling` starts at llama-server's defaults.
+  sampling::SamplerParams sampling;
+  int n_predict = -1;  // tokens per reply without max_tokens; -1: to an end token or the slot's end
   bool ignore_eos = false;
   // Per stage, its node's name, for the per-stage figures of /metrics.
   std::vector<std::string> stage_names;

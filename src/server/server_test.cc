@@ -167,6 +167,40 @@ TEST(ServerTest, CompletionsStreamedAndWholeAgreeWithTheRunPath) {
   EXPECT_GT(usage["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
 }
 
+// serve -n and the sampling flags: every request's defaults, which its own fields override.
+TEST(ServerTest, TheCommandLinesSamplingAndLengthAreTheRequestsDefaults) {
+  if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no shared reference model";
+  ServerOptions so;
+  so.n_predict = 7;
+  so.sampling.temperature = 0;
+  Running r(so);
+  ASSERT_NE(r.server, nullptr);
+  httplib::Client c = r.Client();
+  const std::string prompt = "Once upon a time, there was a little girl";
+  // No max_tokens, no temperature: 7 greedy tokens, the run path's text.
+  auto plain = Post(c, "/v1/completions", {{"prompt", prompt}});
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  const json p = json::parse(plain->body);
+  EXPECT_EQ(p["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(p["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(p["choices"][0]["text"], RunPath(prompt, 7));
+  // The request's own length wins.
+  auto shorter = Post(c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 3}});
+  ASSERT_TRUE(shorter);
+  ASSERT_EQ(shorter->status, 200) << shorter->body;
+  EXPECT_EQ(json::parse(shorter->body)["usage"]["completion_tokens"], 3);
+  // And its own temperature: sampled texts of different seeds differ from the greedy one.
+  bool differs = false;
+  for (int seed = 1; seed <= 4 && !differs; ++seed) {
+    auto sampled = Post(c, "/v1/completions", {{"prompt", prompt}, {"temperature", 1.5}, {"seed", seed}});
+    ASSERT_TRUE(sampled);
+    ASSERT_EQ(sampled->status, 200) << sampled->body;
+    differs = json::parse(sampled->body)["choices"][0]["text"] != p["choices"][0]["text"];
+  }
+  EXPECT_TRUE(differs) << "a request's temperature did not override the server's";
+}
+
 // serve --ignore-eos: every request's default, which a request's own "ignore_eos" overrides.
 // stories260K never ends a story with its end token; the random-weight llama does, greedily, after
 // some prompts (which ones depends on the kernels' rounding, so the test takes the first of several).
