@@ -40,6 +40,21 @@ try {
   const grown = await page.$eval(".msg.assistant .text", (e) => e.textContent.length);
   await page.waitForFunction((n) => document.querySelector(".msg.assistant .text").textContent.length > n, grown,
                              { timeout: 60000 });
+  // The reply is drawn at most once per animation frame, not once per token: setting the text
+  // lays out the whole reply, and per token (hundreds a second here) that grew quadratically until
+  // Chromium dropped the page. Count the text's changes against the frames over one second.
+  await page.evaluate(() => {
+    window.testFrames = 0;
+    window.testDraws = 0;
+    new MutationObserver((records) => { window.testDraws += records.length; })
+      .observe(document.querySelector(".msg.assistant .text"), { childList: true, characterData: true, subtree: true });
+    const tick = () => { window.testFrames++; requestAnimationFrame(tick); };
+    requestAnimationFrame(tick);
+  });
+  await page.waitForTimeout(1000);
+  const drawing = await page.evaluate(() => ({ frames: window.testFrames, draws: window.testDraws }));
+  assert.ok(drawing.draws > 0, "the reply did not grow for a second");
+  assert.ok(drawing.draws <= drawing.frames + 2, `the reply was drawn ${drawing.draws} times in ${drawing.frames} frames`);
   const stats = await page.textContent("#stats");
   assert.match(stats, /ms to first token/);
   assert.match(stats, /tokens\/s/);
