@@ -23,6 +23,7 @@ CpuFeatures Detect() {
   c.avx512dq = __builtin_cpu_supports("avx512dq");
   c.avx512vnni = __builtin_cpu_supports("avx512vnni");
   c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  c.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   c.avxvnni = __builtin_cpu_supports("avxvnni");
   unsigned a = 0, b = 0, cx = 0, d = 0;
   if (__get_cpuid_count(7, 0, &a, &b, &cx, &d)) c.amx_int8 = (d >> 24 & 1) && (d >> 25 & 1);  // AMX-TILE, AMX-INT8
@@ -54,8 +55,9 @@ const Tables& AllTables() {
       internal::FillAvx512(&t.avx512);
       t.has_avx512 = true;
     }
-    // AMX needs the OS's permission for the tile state, asked once for the whole process.
-    if (t.has_avx512 && internal::HasAmx() && c.amx_int8 && sys::RequestAmxTiles()) {
+    // AMX needs the OS's permission for the tile state, asked once for the whole process (and
+    // VBMI, which its Q4_K kernel's lookup uses; every CPU with AMX has it).
+    if (t.has_avx512 && internal::HasAmx() && c.amx_int8 && c.avx512vbmi && sys::RequestAmxTiles()) {
       t.amx = t.avx512;
       internal::FillAmx(&t.amx);
       t.has_amx = true;
@@ -105,6 +107,7 @@ std::string CpuFeatures::Describe() const {
   add(avx512dq, "avx512dq");
   add(avx512vnni, "avx512vnni");
   add(avx512bf16, "avx512bf16");
+  add(avx512vbmi, "avx512vbmi");
   add(avxvnni, "avxvnni");
   add(amx_int8, "amx-int8");
   add(neon, "neon");

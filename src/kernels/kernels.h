@@ -32,7 +32,7 @@ const char* IsaName(Isa isa);
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512vnni = false, avx512bf16 = false, avxvnni = false;
+  bool avx512vnni = false, avx512bf16 = false, avx512vbmi = false, avxvnni = false;
   bool amx_int8 = false;  // AMX tiles with int8 products (the OS permission is asked separately)
   bool neon = false, dotprod = false;
   std::string Describe() const;  // "avx2 fma f16c avx512f ..."

@@ -1,9 +1,11 @@
 // The AMX kernel table: the AVX-512 table, with the interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K products of 2 to
 // 16 activation rows (a tile's rows) (prompts, speculative verification, a server's batch) done by Intel AMX
 // tile instructions. Per 32-element block of 16 weight rows: the unpacked weights are an AMX B tile
-// as they are (kernels/interleave.h: lane r of chunk c = row r's elements 4c..4c+3), the
-// activation rows' quants an A tile read in place, and one TDPBSUD (signed activations x unsigned
-// weights) gives every row's integer sum, which a VPDPBUSD loop builds 64 products at a time.
+// (kernels/interleave.h: lane r of chunk c = row r's elements 4c..4c+3), the activation rows'
+// quants an A tile read in place, and one tile product gives every row's integer sum, which a
+// VPDPBUSD loop builds 64 products at a time. Q8_0's tile is its stored bytes (unsigned, TDPBSUD,
+// the bias taken out per activation row as the VNNI kernel does); Q4_0, Q5_0 and Q4_K are
+// unpacked to signed bytes with the bias already out (TDPBSSD), which saves the per-row work.
 // The sums are exact integers either way and the float step after them is the VNNI kernel's own
 // (x86_interleaved.h), so a row gets the same bits from both: one activation row (decode) stays
 // on the VNNI kernel, which is bound by memory, not arithmetic.
@@ -61,28 +63,65 @@ void Configure(int na) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+// A lookup for VPERMB (which reads an index's low six bits): byte i is (i mod 16) - bias, so a
+// byte maps to its low nibble minus the bias whatever its upper bits hold.
+template <int kBias>
+__attribute__((always_inline)) inline __m512i NibbleMinus() {
+  alignas(64) int8_t t[64];
+  for (int i = 0; i < 64; ++i) t[i] = static_cast<int8_t>((i & 15) - kBias);
+  return _mm512_load_si512(t);
+}
+
+// Q4_0 and Q5_0's quants minus their bias (8, 16) as signed bytes, in UnpackIl's layout: a TDPBSSD
+// over them gives the sums the VNNI kernel gets from its unsigned bytes and the bias term it
+// starts from (x86::BiasIl), so the epilogue adds no bias per activation row.
+template <Il K>
+__attribute__((always_inline)) inline void UnpackSigned(const uint8_t* blk, __m512i table, __m512i u[8]) {
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i p = x86::LoadOnce(blk + 64 * c);
+    u[c] = _mm512_permutexvar_epi8(p, table);                             // elements 4c..4c+3
+    u[4 + c] = _mm512_permutexvar_epi8(_mm512_srli_epi16(p, 4), table);  // elements 16+4c..
+  }
+  if constexpr (K == Il::kQ5_0) {
+    const __m512i sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      uint64_t m;
+      std::memcpy(&m, blk + 256 + 8 * c, 8);
+      u[c] = _mm512_mask_add_epi8(u[c], _cvtu64_mask64(m), u[c], sixteen);
+    }
+  }
+}
+
 template <Il K, int NA>
 void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
   constexpr int kBytes = IlBlock<K>::kBytes;
+  // Q4_0 and Q5_0 are unpacked to signed bytes (TDPBSSD, no bias to add); Q8_0's tiles are its
+  // stored bytes, unsigned (TDPBSUD, the bias added per activation row).
+  constexpr bool kSigned = K != Il::kQ8_0;
   Configure(NA);
   const int64_t nb = n / quant::kQK;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* act = static_cast<const uint8_t*>(a) + offsetof(BlockQ8S, qs);
+  const __m512i table = NibbleMinus<IlBlock<K>::kBias>();
   // [stage][block of a pair]: a pair is unpacked one pair ahead of its tile loads, which would
   // otherwise wait for the unpacking's stores to reach the cache (a tile load takes no store
   // forwarding).
   alignas(64) uint8_t unpacked[2][2][8 * 64];
-  alignas(64) int32_t sums[2][NA * 16];
+  // [stage][block of a pair]: a pair's float step runs after the next pair's tile products are
+  // issued, so that its vector loads do not wait for the tile stores just made either.
+  alignas(64) int32_t sums[2][2][NA * 16];
   __m512 acc[NA];
 #pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   auto weights = [&](const uint8_t* blk, uint8_t* buf) -> const uint8_t* {
     x86::PrefetchAhead<1, kBytes>(blk);  // a small batch reads each weight once, from memory
-    if constexpr (K == Il::kQ8_0) {
+    if constexpr (!kSigned) {
       return blk;  // the stored bytes are the tile
     } else {
       __m512i u[8];
-      x86::UnpackIl<K>(blk, u);
+      UnpackSigned<K>(blk, table, u);
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) _mm512_store_si512(buf + 64 * c, u[c]);
       return buf;
@@ -93,8 +132,20 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
 #pragma GCC unroll 16
     for (int r = 0; r < NA; ++r) {
       const BlockQ8S& y = reinterpret_cast<const BlockQ8S*>(static_cast<const uint8_t*>(a) + r * a_stride)[b];
-      acc[r] = x86::AddBlockIl<K>(acc[r], _mm512_load_si512(s + 16 * r), y, dw);
+      const __m512i t = _mm512_load_si512(s + 16 * r);
+      acc[r] = kSigned ? x86::AccumulateIl(acc[r], t, y, dw) : x86::AddBlockIl<K>(acc[r], t, y, dw);
     }
+  };
+  auto product = [&](int64_t blk, const uint8_t* weights_tile, int32_t* s) __attribute__((always_inline)) {
+    _tile_zero(0);
+    _tile_loadd(2, weights_tile, 64);
+    _tile_loadd(1, act + blk * sizeof(BlockQ8S), static_cast<long>(a_stride));
+    if constexpr (kSigned) {
+      _tile_dpbssd(0, 1, 2);
+    } else {
+      _tile_dpbsud(0, 1, 2);
+    }
+    _tile_stored(0, s, 64);
   };
   int64_t b = 0;
   const uint8_t* next[2] = {};
@@ -103,6 +154,7 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
     next[1] = weights(wb + kBytes, unpacked[0][1]);
   }
   for (; b + 2 <= nb; b += 2) {  // two blocks: independent tiles, so their products overlap
+    const int stage = static_cast<int>((b / 2) & 1);
     _tile_zero(0);
     _tile_zero(3);
     _tile_loadd(2, next[0], 64);
@@ -110,34 +162,48 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
     _tile_loadd(1, act + b * sizeof(BlockQ8S), static_cast<long>(a_stride));
     _tile_loadd(4, act + (b + 1) * sizeof(BlockQ8S), static_cast<long>(a_stride));
     if (b + 4 <= nb) {  // the next pair, into the other stage
-      const int stage = static_cast<int>((b / 2 + 1) & 1);
-      next[0] = weights(wb + (b + 2) * kBytes, unpacked[stage][0]);
-      next[1] = weights(wb + (b + 3) * kBytes, unpacked[stage][1]);
+      next[0] = weights(wb + (b + 2) * kBytes, unpacked[stage ^ 1][0]);
+      next[1] = weights(wb + (b + 3) * kBytes, unpacked[stage ^ 1][1]);
     }
-    _tile_dpbsud(0, 1, 2);
-    _tile_dpbsud(3, 4, 5);
-    _tile_stored(0, sums[0], 64);
-    _tile_stored(3, sums[1], 64);
-    epilogue(b, sums[0]);  // in block order, as the VNNI kernel adds them
-    epilogue(b + 1, sums[1]);
+    if constexpr (kSigned) {
+      _tile_dpbssd(0, 1, 2);
+      _tile_dpbssd(3, 4, 5);
+    } else {
+      _tile_dpbsud(0, 1, 2);
+      _tile_dpbsud(3, 4, 5);
+    }
+    _tile_stored(0, sums[stage][0], 64);
+    _tile_stored(3, sums[stage][1], 64);
+    if (b >= 2) {  // the previous pair, in block order as the VNNI kernel adds them
+      epilogue(b - 2, sums[stage ^ 1][0]);
+      epilogue(b - 1, sums[stage ^ 1][1]);
+    }
+  }
+  if (b >= 2) {
+    const int last = static_cast<int>((b / 2 - 1) & 1);
+    epilogue(b - 2, sums[last][0]);
+    epilogue(b - 1, sums[last][1]);
   }
   if (b < nb) {
-    _tile_zero(0);
-    _tile_loadd(2, weights(wb + b * kBytes, unpacked[0][0]), 64);
-    _tile_loadd(1, act + b * sizeof(BlockQ8S), static_cast<long>(a_stride));
-    _tile_dpbsud(0, 1, 2);
-    _tile_stored(0, sums[0], 64);
-    epilogue(b, sums[0]);
+    product(b, weights(wb + b * kBytes, unpacked[0][0]), sums[0][0]);
+    epilogue(b, sums[0][0]);
   }
 #pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
 
-// Interleaved Q4_K (kernels/interleave.h): per pair of sub-blocks, the unpacked nibbles are two
-// B tiles (low: the even sub-block; high, left in place: 16 times the odd one's values) and the
-// activation rows' quants of each sub-block an A tile read in place from their Q8_K rows; the
-// sums times the 16 rows' scales by VPMULLD and the float step are the VNNI kernel's
-// (x86_interleaved.h, x86_common.h), so a row gets the same bits from both.
+// Interleaved Q4_K (kernels/interleave.h): per sub-block, the 16 rows' nibbles minus 7 are a B
+// tile of signed bytes (-7..8, one VPERMB lookup per 64 bytes) and the activation rows' quants
+// an A tile read in place from their Q8_K rows, so that one TDPBSSD gives every row's
+// T_j = S_j - 7 B_j (S_j the sum over the nibbles, B_j the activations' sum over the sub-block),
+// which for any int8 quants (the Q8_K quantizer's are -127..127) lies in -32768..32512: a 16-bit
+// number, so one VPDPWSSD (the sum's upper half is its sign,
+// multiplied by zero) adds sc_j T_j where the VNNI kernel spends a VPMULLD (two uops on Intel) and
+// a VPADDD. The 7 sc_j B_j taken out come back per super-block as the mins do, two sub-blocks per
+// VPDPWSSD against the activation's 32-element sums. The integer sum is the same number as the
+// VNNI kernel's and the float step after it its own (x86_interleaved.h), so a row gets the same
+// bits from both. (With nibbles minus 8, T_j would reach 32768 for a sub-block of activations all
+// -128 against nibbles all 0.)
 // Sub-block J of a super-block: its B tile from `b` (unpacked), its A tile the activation rows'
 // quants there (`y`: the first row's super-block), its sums to `sums`. Even and odd sub-blocks
 // use tiles 0-2 and 3-5, so one's product overlaps the other's loads and stores.
@@ -149,16 +215,19 @@ __attribute__((always_inline)) inline void Q4KSubBlock(const uint8_t* b, const u
     _tile_zero(0);
     _tile_loadd(2, b, 64);
     _tile_loadd(1, y + 32 * J, static_cast<long>(a_stride));
-    _tile_dpbsud(0, 1, 2);
+    _tile_dpbssd(0, 1, 2);
     _tile_stored(0, sums, 64);
   } else {
     _tile_zero(3);
     _tile_loadd(5, b, 64);
     _tile_loadd(4, y + 32 * J, static_cast<long>(a_stride));
-    _tile_dpbsud(3, 4, 5);
+    _tile_dpbssd(3, 4, 5);
     _tile_stored(3, sums, 64);
   }
 }
+
+// The bias taken out of each nibble.
+constexpr int kK4Bias = 7;
 
 template <int NA>
 void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
@@ -166,25 +235,28 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
   const int64_t nb = n / quant::kQKK;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* act = static_cast<const uint8_t*>(a) + offsetof(quant::BlockQ8_K, qs);
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i table = NibbleMinus<kK4Bias>();
   // The 8 sub-blocks' B tiles, [stage]: a super-block is unpacked one ahead of its tile loads, which
   // would otherwise wait for the unpacking's stores to reach the cache (no store forwarding).
-  alignas(64) uint8_t unpacked[2][8][8 * 64];
+  alignas(64) int8_t unpacked[2][8][8 * 64];
   // The sums, [stage]: a super-block's float step runs after the next one's tile products are
   // issued, so its vector loads do not wait for the tile stores just made either.
   alignas(64) int32_t sums[2][8][NA * 16];
   __m512 acc[NA];
 #pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
-  auto unpack = [&](const uint8_t* blk, uint8_t (*u)[8 * 64]) __attribute__((always_inline)) {
-    x86::PrefetchAhead<1, x86::kK4IlBytes>(blk);  // a small batch reads each weight once, from memory
+  auto unpack = [&](const uint8_t* blk, int8_t (*u)[8 * 64]) __attribute__((always_inline)) {
+    // A small batch reads each weight once, from memory: the super-block kPrefetchBytes ahead
+    // is requested a line per chunk unpacked here (a burst of 36 at once was slower).
+    x86::PrefetchAhead<1, x86::kK4IlBytes - 2048>(blk + 2048);
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
-        const __m512i v = _mm512_loadu_si512(blk + 512 * p + 64 * c);
-        _mm512_store_si512(u[2 * p] + 64 * c, _mm512_and_si512(v, m4));
-        _mm512_store_si512(u[2 * p + 1] + 64 * c, _mm512_andnot_si512(m4, v));
+        x86::PrefetchAhead<1, 64>(blk + 512 * p + 64 * c);
+        const __m512i v = x86::LoadOnce(blk + 512 * p + 64 * c);
+        _mm512_store_si512(u[2 * p] + 64 * c, _mm512_permutexvar_epi8(v, table));
+        _mm512_store_si512(u[2 * p + 1] + 64 * c, _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table));
       }
     }
   };
@@ -198,34 +270,38 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
     const __m512i sc32[8] = {x86::K4IlScale<0>(sm), x86::K4IlScale<1>(sm), x86::K4IlScale<2>(sm),
                              x86::K4IlScale<3>(sm), x86::K4IlScale<4>(sm), x86::K4IlScale<5>(sm),
                              x86::K4IlScale<6>(sm), x86::K4IlScale<7>(sm)};
+    // kK4Bias sc_j as the mins' pairs are made: lane r of bias[k] holds sub-blocks 2k and 2k+1.
+    const __m512i seven = _mm512_set1_epi32(kK4Bias);
+    __m512i bias[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      bias[k] = _mm512_mullo_epi32(_mm512_or_si512(sc32[2 * k], _mm512_slli_epi32(sc32[2 * k + 1], 16)), seven);
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < NA; ++r) {
+      const auto* row = reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * a_stride);
+      const int16_t* bsums = x86::K4IlSums(row, nb, i);
       __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) {
-        // The odd sub-block's sums are 16 times its values' (its nibbles were left in place).
-        const __m512i s0 = _mm512_mullo_epi32(_mm512_load_si512(sm_sums[2 * p] + 16 * r), sc32[2 * p]);
-        const __m512i s1 = _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_load_si512(sm_sums[2 * p + 1] + 16 * r), 4),
-                                              sc32[2 * p + 1]);
-        isum = _mm512_add_epi32(isum, _mm512_add_epi32(s0, s1));
-      }
-      const auto* row = reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * a_stride);
-      acc[r] = x86::K4IlAdd(acc[r], isum, row[i], x86::K4IlSums(row, nb, i), mins, blk);
+      for (int k = 0; k < 4; ++k) isum = _mm512_dpwssd_epi32(isum, bias[k], x86::BroadcastI32(bsums + 2 * k));
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) isum = _mm512_dpwssd_epi32(isum, sc32[j], _mm512_load_si512(sm_sums[j] + 16 * r));
+      acc[r] = x86::K4IlAdd(acc[r], isum, row[i], bsums, mins, blk);
     }
   };
   if (nb > 0) unpack(wb, unpacked[0]);
   for (int64_t i = 0; i < nb; ++i) {
-    uint8_t (*u)[8 * 64] = unpacked[i & 1];
+    int8_t (*u)[8 * 64] = unpacked[i & 1];
     int32_t (*sm)[NA * 16] = sums[i & 1];
     const uint8_t* y = act + i * sizeof(quant::BlockQ8_K);
-    Q4KSubBlock<0>(u[0], y, a_stride, sm[0]);
-    Q4KSubBlock<1>(u[1], y, a_stride, sm[1]);
-    Q4KSubBlock<2>(u[2], y, a_stride, sm[2]);
-    Q4KSubBlock<3>(u[3], y, a_stride, sm[3]);
-    Q4KSubBlock<4>(u[4], y, a_stride, sm[4]);
-    Q4KSubBlock<5>(u[5], y, a_stride, sm[5]);
-    Q4KSubBlock<6>(u[6], y, a_stride, sm[6]);
-    Q4KSubBlock<7>(u[7], y, a_stride, sm[7]);
+    Q4KSubBlock<0>(reinterpret_cast<const uint8_t*>(u[0]), y, a_stride, sm[0]);
+    Q4KSubBlock<1>(reinterpret_cast<const uint8_t*>(u[1]), y, a_stride, sm[1]);
+    Q4KSubBlock<2>(reinterpret_cast<const uint8_t*>(u[2]), y, a_stride, sm[2]);
+    Q4KSubBlock<3>(reinterpret_cast<const uint8_t*>(u[3]), y, a_stride, sm[3]);
+    Q4KSubBlock<4>(reinterpret_cast<const uint8_t*>(u[4]), y, a_stride, sm[4]);
+    Q4KSubBlock<5>(reinterpret_cast<const uint8_t*>(u[5]), y, a_stride, sm[5]);
+    Q4KSubBlock<6>(reinterpret_cast<const uint8_t*>(u[6]), y, a_stride, sm[6]);
+    Q4KSubBlock<7>(reinterpret_cast<const uint8_t*>(u[7]), y, a_stride, sm[7]);
     if (i + 1 < nb) unpack(wb + (i + 1) * x86::kK4IlBytes, unpacked[(i + 1) & 1]);
     if (i > 0) finish(i - 1, sums[(i - 1) & 1]);
   }

@@ -510,11 +510,78 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
     }
     // Where the CPU has AMX-INT8 and the OS grants the tile state, the AMX table is among those
     // checked above (not left out unnoticed).
-    if (Cpu().avx512vnni && Cpu().amx_int8 && sys::RequestAmxTiles()) {
+    if (Cpu().avx512vnni && Cpu().avx512vbmi && Cpu().amx_int8 && sys::RequestAmxTiles()) {
       const KernelTable* amx = ForIsa(Isa::kAmx);
       ASSERT_NE(amx, nullptr) << "AMX-INT8 granted but no AMX table";
       EXPECT_EQ(amx->gemm_interleaved_rows, 16);
       EXPECT_GE(tables, 2);
+    }
+  }
+}
+
+// Interleaved Q4_K at the ends of its ranges, to the bit, for every table and row count: nibbles all
+// 0 or all 15 with every scale and min 63, against activation rows of quants all -127 or all 127
+// (the Q8_K quantizer's range: a constant row) or alternating, and rows made all -128 or
+// alternating -128 and 127 by hand (the whole int8 range, which the kernels must take too). The
+// AMX kernel's sub-block sums are 16-bit numbers (T_j = S_j - 7 B_j, at most 32 * 128 * 8 = 32768
+// from below); a kernel that used them without the bias taken out would overflow here.
+TEST(InterleavedTest, Q4KAtTheEndsOfItsRangesIsExact) {
+  const int64_t rows = 16, n = 512;
+  constexpr int kRows = 16;
+  const size_t row_bytes = quant::RowBytes(TensorType::kQ4_K, n);
+  std::vector<uint8_t> w(row_bytes * rows), wi(row_bytes * rows);
+  const uint8_t fills[4] = {0x00, 0xFF, 0x0F, 0xF0};  // nibbles 0/0, 15/15, 15/0, 0/15
+  for (int64_t r = 0; r < rows; ++r) {
+    auto* blocks = reinterpret_cast<quant::BlockQ4_K*>(w.data() + r * row_bytes);
+    for (int64_t b = 0; b < n / quant::kQKK; ++b) {
+      quant::BlockQ4_K& q = blocks[b];
+      q.d = quant::Fp32ToFp16(0.5f + 0.125f * static_cast<float>(r));
+      q.dmin = quant::Fp32ToFp16(0.25f);
+      std::memset(q.scales, 0xFF, sizeof(q.scales));  // every 6-bit scale and min 63
+      std::memset(q.qs, fills[(r + b) % 4], sizeof(q.qs));
+    }
+  }
+  Interleave(TensorType::kQ4_K, w.data(), wi.data(), rows, n);
+  const size_t stride = InterleavedActRowBytes(TensorType::kQ4_K, n);
+  for (const KernelTable* t : Available()) {
+    const GemmInterleavedFn gemm = t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)];
+    if (gemm == nullptr) continue;
+    SCOPED_TRACE(IsaName(t->isa));
+    std::vector<uint8_t> act(stride * kRows);
+    for (int j = 0; j < kRows; ++j) {
+      const bool alternate = j % 2 == 1, by_hand = j % 4 >= 2;
+      std::vector<float> x(n, j % 8 < 4 ? -1.0f : 1.0f);
+      if (alternate) {
+        for (int64_t e = 1; e < n; e += 2) x[e] = -x[e];
+      }
+      uint8_t* row = act.data() + j * stride;
+      t->quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)](x.data(), row, n);
+      auto* y = reinterpret_cast<quant::BlockQ8_K*>(row);
+      ASSERT_EQ(std::abs(y[0].qs[0]), 127) << "activation row " << j;
+      if (by_hand) {  // -128 where the quantizer gave -127 or 127 at even positions
+        for (int64_t b = 0; b < n / quant::kQKK; ++b) {
+          for (int e = 0; e < quant::kQKK; ++e) {
+            y[b].qs[e] = e % 2 == 0 || !alternate ? int8_t{-128} : int8_t{127};
+          }
+          for (int k = 0; k < quant::kQKK / 16; ++k) {
+            int sum = 0;
+            for (int e = 16 * k; e < 16 * (k + 1); ++e) sum += y[b].qs[e];
+            y[b].bsums[k] = static_cast<int16_t>(sum);
+          }
+        }
+      }
+      FinishActRow(TensorType::kQ4_K, row, n);
+    }
+    std::vector<float> want(kRows * rows);
+    GemmInterleavedReference(TensorType::kQ4_K, n, wi.data(), act.data(), stride, kRows, want.data(), rows);
+    for (int na = 1; na <= t->gemm_interleaved_rows; ++na) {
+      std::vector<float> got(kRows * rows, -1.0f);
+      gemm(n, wi.data(), act.data(), stride, na, got.data(), rows);
+      for (int j = 0; j < na; ++j) {
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(got[j * rows + r], want[j * rows + r]) << "row " << r << " activation " << j << " na " << na;
+        }
+      }
     }
   }
 }
