@@ -593,7 +593,9 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   if (k.gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] == nullptr) GTEST_SKIP() << "no interleaved kernels here";
   ThreadPool pool(2);
   Scratch scratch;
-  const int64_t rows = 96, tokens = 21;  // more than one call's rows on every table
+  // More than one call's rows on every table, and pieces of work larger than a block of groups
+  // (matmul.cc: 8): a thread takes a quarter of its share at a time, 9 of its 33 of the 65 groups.
+  const int64_t rows = 1040, tokens = 21;
   for (TensorType type :
        {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K})
   for (int64_t n : {256, 512, 768}) {
