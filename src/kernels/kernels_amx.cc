@@ -83,15 +83,7 @@ __attribute__((always_inline)) inline void UnpackSigned(const uint8_t* blk, __m5
     u[c] = _mm512_permutexvar_epi8(p, table);                             // elements 4c..4c+3
     u[4 + c] = _mm512_permutexvar_epi8(_mm512_srli_epi16(p, 4), table);  // elements 16+4c..
   }
-  if constexpr (K == Il::kQ5_0) {
-    const __m512i sixteen = _mm512_set1_epi8(16);
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) {
-      uint64_t m;
-      std::memcpy(&m, blk + 256 + 8 * c, 8);
-      u[c] = _mm512_mask_add_epi8(u[c], _cvtu64_mask64(m), u[c], sixteen);
-    }
-  }
+  if constexpr (K == Il::kQ5_0) x86::AddFifthBitsIl(blk, u);
 }
 
 template <Il K, int NA>

@@ -43,6 +43,18 @@ __attribute__((always_inline)) inline __m512i LoadOnce(const void* p) {
   return v;
 }
 
+// Interleaved Q5_0's fifth bits (the 64 bytes after its nibbles, one bit per byte of u): 16 added
+// where set.
+__attribute__((always_inline)) inline void AddFifthBitsIl(const uint8_t* blk, __m512i u[8]) {
+  const __m512i sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    uint64_t m;
+    std::memcpy(&m, blk + 256 + 8 * c, 8);
+    u[c] = _mm512_mask_add_epi8(u[c], _cvtu64_mask64(m), u[c], sixteen);
+  }
+}
+
 // The block's unsigned weight bytes: u[c] holds elements 4c..4c+3 of each of the 16 rows (lane r
 // = row r), c = 0..7, which is also the layout of an AMX B tile of 8 rows x 64 bytes.
 template <Il K>
@@ -55,15 +67,7 @@ __attribute__((always_inline)) inline void UnpackIl(const uint8_t* blk, __m512i 
       u[c] = _mm512_and_si512(p, low4);                             // elements 4c..4c+3
       u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(p, 4), low4);  // elements 16+4c..
     }
-    if constexpr (K == Il::kQ5_0) {
-      const __m512i sixteen = _mm512_set1_epi8(16);
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        uint64_t m;
-        std::memcpy(&m, blk + 256 + 8 * c, 8);
-        u[c] = _mm512_mask_add_epi8(u[c], _cvtu64_mask64(m), u[c], sixteen);
-      }
-    }
+    if constexpr (K == Il::kQ5_0) AddFifthBitsIl(blk, u);
   } else {
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) u[c] = _mm512_loadu_si512(blk + 64 * c);  // elements 4c..4c+3
