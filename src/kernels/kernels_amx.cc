@@ -1,14 +1,20 @@
-// The AMX kernel table: the AVX-512 table, with the interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K products of 2 to
-// 16 activation rows (a tile's rows) (prompts, speculative verification, a server's batch) done by Intel AMX
-// tile instructions. Per 32-element block of 16 weight rows: the unpacked weights are an AMX B tile
+// The AMX kernel table: the AVX-512 table, with the interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K products of 9
+// to 16 activation rows (a tile's rows) (prompts, large batches) done by Intel AMX tile
+// instructions. Per 32-element block of 16 weight rows: the unpacked weights are an AMX B tile
 // (kernels/interleave.h: lane r of chunk c = row r's elements 4c..4c+3), the activation rows'
 // quants an A tile read in place, and one tile product gives every row's integer sum, which a
 // VPDPBUSD loop builds 64 products at a time. Q8_0's tile is its stored bytes (unsigned, TDPBSUD,
 // the bias taken out per activation row as the VNNI kernel does); Q4_0, Q5_0 and Q4_K are
 // unpacked to signed bytes with the bias already out (TDPBSSD), which saves the per-row work.
+// Up to 8 rows (decode, speculative verification, a server's small batches) stay on the VNNI
+// kernels, as fast or faster there: on the Xeon VM, matvec_bench, 2 alternating runs, Q4_K
+// 5632x2048 from DRAM, 2 threads, 8 rows 425-439 us on tiles against 346-368 on VNNI, 4 rows
+// 377-389 against 261-270; one L1-resident group of 8 rows 1471-1519 against 1308-1356 ns;
+// Q4_0 and Q8_0 4 rows in L1 835-940 against 576-717 ns, 8 rows within the noise; from 128
+// rows on the tiles lead (Q4_K 5632x2048 x 512: 13.6-13.9 against 16.4-17.0 ms).
 // The sums are exact integers either way and the float step after them is the VNNI kernel's own
-// (x86_interleaved.h), so a row gets the same bits from both: one activation row (decode) stays
-// on the VNNI kernel, which is bound by memory, not arithmetic.
+// (x86_interleaved.h), so a row gets the same bits from both, whichever kernel a call's row count
+// picks.
 //
 // Tile state: the OS grants it per process (sys::RequestAmxTiles, asked before this table is
 // built); each thread loads its tile configuration before its first product and again when the
@@ -27,8 +33,8 @@ namespace {
 using x86::Il;
 using x86::IlBlock;
 
-// The AVX-512 table's kernels, for one activation row.
-GemmInterleavedFn g_one_row[3];
+// The AVX-512 table's kernels, which take up to kMaxMultiRows activation rows.
+GemmInterleavedFn g_vnni[3];
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
@@ -304,17 +310,26 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
 
 #pragma GCC diagnostic pop
 
-GemmInterleavedFn g_q4k_one_row;
+GemmInterleavedFn g_q4k_vnni;
+
+// Calls f(std::integral_constant<int, na>) for kMaxMultiRows < na <= 16: the AMX kernels are
+// made only for the row counts they are called with.
+template <typename F>
+__attribute__((always_inline)) inline void WithTileRows(int na, F& f) {
+  x86::WithRows<16, F&, kMaxMultiRows + 1>(na, f);
+}
 
 void GemmAmxQ4KAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  if (na == 1) return g_q4k_one_row(n, w, a, a_stride, 1, out, ldo);
-  x86::WithRows<16>(na, [&](auto rows) { GemmAmxQ4K<decltype(rows)::value>(n, w, a, a_stride, out, ldo); });
+  if (na <= kMaxMultiRows) return g_q4k_vnni(n, w, a, a_stride, na, out, ldo);
+  auto f = [&](auto rows) { GemmAmxQ4K<decltype(rows)::value>(n, w, a, a_stride, out, ldo); };
+  WithTileRows(na, f);
 }
 
 template <Il K>
 void GemmAmxAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  if (na == 1) return g_one_row[static_cast<int>(K)](n, w, a, a_stride, 1, out, ldo);
-  x86::WithRows<16>(na, [&](auto rows) { GemmAmx<K, decltype(rows)::value>(n, w, a, a_stride, out, ldo); });
+  if (na <= kMaxMultiRows) return g_vnni[static_cast<int>(K)](n, w, a, a_stride, na, out, ldo);
+  auto f = [&](auto rows) { GemmAmx<K, decltype(rows)::value>(n, w, a, a_stride, out, ldo); };
+  WithTileRows(na, f);
 }
 
 }  // namespace
@@ -325,11 +340,11 @@ void FillAmx(KernelTable* t) {
   t->isa = Isa::kAmx;
   t->gemm_interleaved_rows = 16;  // a tile's rows
   const TensorType types[3] = {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0};
-  for (int i = 0; i < 3; ++i) g_one_row[i] = t->gemm_interleaved[static_cast<uint32_t>(types[i])];
+  for (int i = 0; i < 3; ++i) g_vnni[i] = t->gemm_interleaved[static_cast<uint32_t>(types[i])];
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmAmxAny<Il::kQ4_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ5_0)] = GemmAmxAny<Il::kQ5_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmAmxAny<Il::kQ8_0>;
-  g_q4k_one_row = t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)];
+  g_q4k_vnni = t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)];
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)] = GemmAmxQ4KAny;
 }
 
