@@ -620,7 +620,9 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   const int64_t rows = 1040, tokens = 21;
   for (TensorType type :
        {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K})
-  for (int64_t n : {256, 512, 768}) {
+  for (int64_t n : {256, 512, 768, 800}) {
+    // 800: an odd number of 32-element blocks (the tile kernels' last block outside a pair).
+    if (n % quant::kQKK != 0 && (type == TensorType::kQ4_K || type == TensorType::kQ6_K)) continue;
     SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " n=" + std::to_string(n));
     const size_t row_bytes = quant::RowBytes(type, n);
     std::vector<uint8_t> w(row_bytes * rows), wi(w.size());
