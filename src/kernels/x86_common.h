@@ -1375,7 +1375,7 @@ void GemmQ4KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int 
   });
 }
 
-// Interleaved Q6_K (kernels/interleave.h), 16 rows x NA activation rows (Q8_K), NA <= 4 per pass.
+// Interleaved Q6_K (kernels/interleave.h), 16 rows x NA activation rows (Q8_K), NA <= 8 per pass.
 // Per 64 elements (p): 8 chunks of nibbles and 4 of top bits make 16 vectors of stored values
 // (0..63; a nibble OR its two top bits moved to bits 4-5), each 4 elements of 16 rows; the 4
 // vectors of a group of 16 elements are one VPDPBUSD chain per activation row against its quants
@@ -1383,6 +1383,10 @@ void GemmQ4KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int 
 // out once per super-block: 32 sum_j sc_j B_j against the activation's bsums by VPDPWSSD (the
 // scales as int16 pairs). All integer sums are exact; one fused multiply-add per super-block and
 // activation row, whatever NA.
+// The groups go two at a time (a half: the low and the high nibbles of 4 chunks), so that 8 rows
+// need 16 chains and one pass: in two passes of 4 rows, as before, each chunk was unpacked twice
+// and the second pass read the weights again (Xeon VM, one 16 x 2048 group of 8 rows in L2: 2255
+// ns in two passes).
 inline constexpr int kK6IlBytes = 3360;
 
 template <int NA>
@@ -1390,61 +1394,58 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
   const int64_t nb = n / quant::kQKK;
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   __m512 acc[NA];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* blk = w + i * kK6IlBytes;
     // 16 KB ahead, as the Q4_K kernel: scales and d here, the quants' lines as they are read.
     PrefetchAhead<1, kK6IlBytes - 3072>(blk + 3072 + 8192);
     __m512i isum[NA];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) isum[r] = _mm512_setzero_si512();
 #pragma GCC unroll 1
     for (int p = 0; p < 4; ++p) {
-      __m512i top[4];
-#pragma GCC unroll 4
-      for (int h = 0; h < 4; ++h) {
-        PrefetchAhead<1, 64>(blk + 2048 + 256 * p + 64 * h + 8192);
-        // Each vector loaded once (x86_interleaved.h: several rows are bound by vector loads).
-        top[h] = LoadOnce(blk + 2048 + 256 * p + 64 * h);
-      }
-      // Per activation row, the sums of the 4 groups of this p: the low nibbles of chunks 0-3
-      // (group 0) and 4-7 (1), the high nibbles of chunks 0-3 (2) and 4-7 (3).
-      __m512i s[NA][4];
-#pragma GCC unroll 4
-      for (int r = 0; r < NA; ++r) s[r][0] = s[r][1] = s[r][2] = s[r][3] = _mm512_setzero_si512();
-      // Chunks 4H..4H+3; their top bits sit at bits 2H..2H+1 (low nibble) and 4+2H.. (high) of top[c % 4].
+      // Half H: chunks 4H..4H+3, whose low nibbles make group H and high nibbles group 2 + H; their
+      // top bits sit at bits 2H..2H+1 (low nibble) and 4+2H.. (high) of top vector h = c % 4.
       auto half = [&](auto hv) __attribute__((always_inline)) {
         constexpr int H = decltype(hv)::value;
+        __m512i s[NA][2];  // per activation row: group H, group 2 + H
+#pragma GCC unroll 8
+        for (int r = 0; r < NA; ++r) s[r][0] = s[r][1] = _mm512_setzero_si512();
         auto chunk = [&](int h) __attribute__((always_inline)) {
           const int c = 4 * H + h;
           PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
+          if constexpr (H == 0) PrefetchAhead<1, 64>(blk + 2048 + 256 * p + 64 * h + 8192);
+          // Each vector loaded once per half (x86_interleaved.h: several rows are bound by vector loads).
+          const __m512i top = LoadOnce(blk + 2048 + 256 * p + 64 * h);
           const __m512i v = LoadOnce(blk + 512 * p + 64 * c);
           // The top bits moved to bits 4-5; what the 16-bit shifts carry over is masked off.
-          const __m512i tlo = H == 0 ? _mm512_slli_epi16(top[h], 4) : _mm512_slli_epi16(top[h], 2);
-          const __m512i thi = H == 0 ? top[h] : _mm512_srli_epi16(top[h], 2);
+          const __m512i tlo = H == 0 ? _mm512_slli_epi16(top, 4) : _mm512_slli_epi16(top, 2);
+          const __m512i thi = H == 0 ? top : _mm512_srli_epi16(top, 2);
           const __m512i lo = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), tlo, m30, 0xF8);  // a | (b & c)
           const __m512i hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), thi, m30, 0xF8);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
           for (int r = 0; r < NA; ++r) {
             const int8_t* q = Row<BlockQ8_K>(a, a_stride, r)[i].qs + 64 * p + 4 * c;
-            s[r][H] = DpbusdBcast(s[r][H], lo, q);
-            s[r][2 + H] = DpbusdBcast(s[r][2 + H], hi, q + 32);
+            s[r][0] = DpbusdBcast(s[r][0], lo, q);
+            s[r][1] = DpbusdBcast(s[r][1], hi, q + 32);
           }
         };
         // Unrolled for any NA, as the Q4_K kernel.
 #pragma GCC unroll 4
         for (int h = 0; h < 4; ++h) chunk(h);
+        const __m512i sc_lo =
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * (4 * p + H))));
+        const __m512i sc_hi =
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * (4 * p + 2 + H))));
+#pragma GCC unroll 8
+        for (int r = 0; r < NA; ++r) {
+          isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(_mm512_mullo_epi32(s[r][0], sc_lo),
+                                                               _mm512_mullo_epi32(s[r][1], sc_hi)));
+        }
       };
       half(std::integral_constant<int, 0>{});
       half(std::integral_constant<int, 1>{});
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const __m512i sc =
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * (4 * p + g))));
-#pragma GCC unroll 4
-        for (int r = 0; r < NA; ++r) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s[r][g], sc));
-      }
     }
     // sum_j sc_j B_j: lane r of pair k holds sc_2k and sc_2k+1 of row r as int16.
     __m512i pairs[8];
@@ -1455,7 +1456,7 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
       pairs[k] = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)));
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 3328)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = Row<BlockQ8_K>(a, a_stride, r)[i];
       __m512i m = _mm512_setzero_si512();
@@ -1465,12 +1466,12 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), acc[r]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * ldo, acc[r]);
 }
 
 void GemmQ6KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
-  InPasses<4>(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
+  InPasses<8>(na, a, a_stride, out, ldo, [&](auto rows, const uint8_t* ar, float* o) {
     GemmQ6KIlPass<decltype(rows)::value>(n, static_cast<const uint8_t*>(w), ar, a_stride, o, ldo);
   });
 }
