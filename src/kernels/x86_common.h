@@ -1282,12 +1282,15 @@ void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride
 }
 
 // Interleaved Q4_K, 16 rows x NA activation rows (Q8_K), NA <= 8 per pass. Per super-block: the
-// 16 rows' scales and mins unpacked once (x86_interleaved.h); per pair of sub-blocks, 8 chunks of
-// nibbles, each VPDPBUSD against the activation row's 4 bytes there broadcast (low nibbles: the
-// even sub-block, high: the odd one); the sub-block sums times their scales by VPMULLD, the mins
-// against the activation's 32-element sums by VPDPWSSD, two sub-blocks at a time; then the float
-// step of K4IlAdd. All integer sums are
-// exact, so their order is free; the float operations per activation row do not depend on NA.
+// 16 rows' scales and mins unpacked once (x86_interleaved.h); per pair of sub-blocks, in two halves
+// of 16 elements (chunks 0-3, 4-7), 4 chunks of nibbles, each VPDPBUSD against the activation
+// row's 4 bytes there broadcast (low nibbles: the even sub-block, high: the odd one). A half's sum
+// of 16 nibbles (0..15) times int8 quants lies in -30720..30480, a 16-bit number, so one VPDPWSSD
+// against the scale (0..63, an int32 lane: the int16 pair (sc, 0), the sum's upper half, its sign,
+// multiplied by zero) adds sc_j times it: no VPMULLD (two uops on Intel's port 0) and no VPADDD.
+// The mins against the activation's 32-element sums by VPDPWSSD, two sub-blocks at a time; then the
+// float step of K4IlAdd. All integer sums are exact, so their order is free; the float operations
+// per activation row do not depend on NA.
 template <int NA>
 void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out, int64_t ldo) {
   const int64_t nb = n / quant::kQKK;
@@ -1310,42 +1313,39 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
                        K4IlScale<4>(sm), K4IlScale<5>(sm), K4IlScale<6>(sm), K4IlScale<7>(sm)};
 #pragma GCC unroll 1
     for (int p = 0; p < 4; ++p) {
-      // Up to 4 rows two chains each (even and odd chunks), more rows one each (16 chains either
-      // way keep VPDPBUSD's pipes busy; 8 rows of two would not fit the registers).
-      constexpr int kCh = NA <= 4 ? 2 : 1;
-      __m512i slo[NA][kCh], shi[NA][kCh];
+      const __m512i sc_lo = sc32[2 * p], sc_hi = sc32[2 * p + 1];
+      auto half = [&](auto hv) __attribute__((always_inline)) {
+        constexpr int H = decltype(hv)::value;
+        // One chain per activation row and sub-block (16 chains for 8 rows keep VPDPBUSD's pipes
+        // busy; one row's two wait on its latency, which decode's memory stream hides).
+        __m512i slo[NA], shi[NA];
 #pragma GCC unroll 8
-      for (int r = 0; r < NA; ++r) {
-#pragma GCC unroll 2
-        for (int h = 0; h < kCh; ++h) slo[r][h] = shi[r][h] = _mm512_setzero_si512();
-      }
-      auto chunk = [&](int c) __attribute__((always_inline)) {
-        PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
-        // Loaded once (x86_interleaved.h: several rows are bound by vector loads).
-        const __m512i v = LoadOnce(blk + 512 * p + 64 * c);
-        // The high nibbles stay in place: 16 times the odd sub-block's sums (exact, divided below).
-        const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_andnot_si512(m4, v);
+        for (int r = 0; r < NA; ++r) slo[r] = shi[r] = _mm512_setzero_si512();
+        auto chunk = [&](int c) __attribute__((always_inline)) {
+          PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
+          // Loaded once (x86_interleaved.h: several rows are bound by vector loads).
+          const __m512i v = LoadOnce(blk + 512 * p + 64 * c);
+          const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 8
+          for (int r = 0; r < NA; ++r) {
+            const int8_t* q = Row<BlockQ8_K>(a, a_stride, r)[i].qs + 64 * p + 4 * c;
+            slo[r] = DpbusdBcast(slo[r], lo, q);
+            shi[r] = DpbusdBcast(shi[r], hi, q + 32);
+          }
+        };
+        // Unrolled for any NA. (A short loop body for one row (decode) read faster while GCC
+        // dropped the unrolled body's prefetches (x86_prefetch.h); with them, the unrolled body
+        // streams one row at 30 against 21-25 GB/s on one Zen 5 thread.)
+#pragma GCC unroll 4
+        for (int c = 4 * H; c < 4 * H + 4; ++c) chunk(c);
 #pragma GCC unroll 8
         for (int r = 0; r < NA; ++r) {
-          const int8_t* q = Row<BlockQ8_K>(a, a_stride, r)[i].qs + 64 * p + 4 * c;
-          slo[r][c % kCh] = DpbusdBcast(slo[r][c % kCh], lo, q);
-          shi[r][c % kCh] = DpbusdBcast(shi[r][c % kCh], hi, q + 32);
+          isum[r] = _mm512_dpwssd_epi32(isum[r], slo[r], sc_lo);
+          isum[r] = _mm512_dpwssd_epi32(isum[r], shi[r], sc_hi);
         }
       };
-      // Unrolled for any NA. (A short loop body for one row (decode) read faster while GCC
-      // dropped the unrolled body's prefetches (x86_prefetch.h); with them, the unrolled body
-      // streams one row at 30 against 21-25 GB/s on one Zen 5 thread.)
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) chunk(c);
-      const __m512i sc_lo = sc32[2 * p], sc_hi = sc32[2 * p + 1];
-#pragma GCC unroll 8
-      for (int r = 0; r < NA; ++r) {
-        const __m512i lo = kCh == 2 ? _mm512_add_epi32(slo[r][0], slo[r][kCh - 1]) : slo[r][0];
-        const __m512i hi = kCh == 2 ? _mm512_add_epi32(shi[r][0], shi[r][kCh - 1]) : shi[r][0];
-        const __m512i s0 = _mm512_mullo_epi32(lo, sc_lo);
-        const __m512i s1 = _mm512_mullo_epi32(_mm512_srai_epi32(hi, 4), sc_hi);
-        isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(s0, s1));
-      }
+      half(std::integral_constant<int, 0>{});
+      half(std::integral_constant<int, 1>{});
     }
 #pragma GCC unroll 8
     for (int r = 0; r < NA; ++r) {
