@@ -196,8 +196,8 @@ void GemmAmx(int64_t n, const void* w, const void* a, size_t a_stride, float* ou
 // T_j = S_j - 7 B_j (S_j the sum over the nibbles, B_j the activations' sum over the sub-block),
 // which for any int8 quants (the Q8_K quantizer's are -127..127) lies in -32768..32512: a 16-bit
 // number, so one VPDPWSSD (the sum's upper half is its sign, multiplied by zero) adds sc_j T_j, as
-// the VNNI kernel does with its sums over half sub-blocks. The 7 sc_j B_j taken out come back per super-block as the mins do, two sub-blocks per
-// VPDPWSSD against the activation's 32-element sums. The integer sum is the same number as the
+// the VNNI kernel does with its sums over half sub-blocks. The 7 sc_j B_j taken out come back per
+// super-block as the mins do, two sub-blocks per VPDPWSSD against the activation's 32-element sums. The integer sum is the same number as the
 // VNNI kernel's and the float step after it its own (x86_interleaved.h), so a row gets the same
 // bits from both. (With nibbles minus 8, T_j would reach 32768 for a sub-block of activations all
 // -128 against nibbles all 0.)
