@@ -45,6 +45,18 @@ ContextOptions Checked(const ModelParams& p, const ContextOptions& o) {
   return f16;
 }
 
+// f(t) for each token t < n of a batch: one token on the calling thread, several spread over the
+// pool (a token's row is a piece: its result is the same bits either way). The per-token steps of
+// a layer (norms, residual adds) of an 8-token batch took about 40 us a layer on one thread of
+// the Xeon VM, a tenth of the batch's time outside the matrix products.
+template <typename F>
+void ForEachToken(ThreadPool& pool, int64_t n, F&& f) {
+  if (n == 1) return f(int64_t{0});
+  pool.ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) f(t);
+  });
+}
+
 // Which of layers [begin, end) keep only their window's cells.
 std::vector<bool> WindowLayers(const ModelParams& p, int64_t begin, int64_t end, const ContextOptions& o) {
   std::vector<bool> w;
@@ -337,7 +349,7 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   };
 
   // Attention block: norm, projections.
-  for (int64_t t = 0; t < n; ++t) f.rmsnorm(&x_[t * E], w.attn_norm, &xn_[t * E], E, p_.rms_eps);
+  ForEachToken(pool_, n, [&](int64_t t) { f.rmsnorm(&x_[t * E], w.attn_norm, &xn_[t * E], E, p_.rms_eps); });
   MulSameInput({{&w.wq, q_.data()}, {&w.wk, k_buf_.data()}, {&w.wv, v_buf_.data()}}, xn_.data(), n);
   auto store = [&](TensorType type, const float* x, uint8_t* row) {  // one head's row
     switch (type) {
@@ -379,18 +391,18 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   }
   Attention(il, b, n);
   mm(w.wo, att_.data(), n, xn_.data());
-  if (w.post_attn_norm != nullptr) {
-    for (int64_t t = 0; t < n; ++t) f.rmsnorm(&xn_[t * E], w.post_attn_norm, &xn_[t * E], E, p_.rms_eps);
-  }
-  for (int64_t t = 0; t < n; ++t) f.add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
-
-  // Feed-forward block: norm, the FFN (or the experts), its norm, residual.
-  for (int64_t t = 0; t < n; ++t) f.rmsnorm(&x_[t * E], w.ffn_norm, &xn_[t * E], E, p_.rms_eps);
+  // Residual, then the feed-forward block's norm.
+  ForEachToken(pool_, n, [&](int64_t t) {
+    if (w.post_attn_norm != nullptr) f.rmsnorm(&xn_[t * E], w.post_attn_norm, &xn_[t * E], E, p_.rms_eps);
+    f.add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+    f.rmsnorm(&x_[t * E], w.ffn_norm, &xn_[t * E], E, p_.rms_eps);
+  });
+  // Feed-forward block: the FFN (or the experts), its norm, residual.
   FeedForward(w, n, tmp_.data());
-  if (w.post_ffn_norm != nullptr) {
-    for (int64_t t = 0; t < n; ++t) f.rmsnorm(&tmp_[t * E], w.post_ffn_norm, &tmp_[t * E], E, p_.rms_eps);
-  }
-  for (int64_t t = 0; t < n; ++t) f.add(&x_[t * E], &tmp_[t * E], &x_[t * E], E);
+  ForEachToken(pool_, n, [&](int64_t t) {
+    if (w.post_ffn_norm != nullptr) f.rmsnorm(&tmp_[t * E], w.post_ffn_norm, &tmp_[t * E], E, p_.rms_eps);
+    f.add(&x_[t * E], &tmp_[t * E], &x_[t * E], E);
+  });
 }
 
 // gate = gelu(gate) * up with GELU's tanh approximation (Gemma's gelu_pytorch_tanh), written as
@@ -419,7 +431,9 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
   if (p_.ffn_act == FfnActivation::kGelu) {
     GeluMul(gate_.data(), up_.data(), n * p_.n_ff);
   } else {
-    k_.f.silu_mul(gate_.data(), up_.data(), gate_.data(), n * p_.n_ff);
+    float* g = gate_.data();
+    const float* u = up_.data();
+    ForEachToken(pool_, n, [&](int64_t t) { k_.f.silu_mul(g + t * p_.n_ff, u + t * p_.n_ff, g + t * p_.n_ff, p_.n_ff); });
   }
   mm(w.down, gate_.data(), n, out);
 }
