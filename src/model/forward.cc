@@ -658,10 +658,18 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, c
     // Standard: all scores of the tile, a softmax per row over its prefix, then the V sum. The
     // products go by chunks of cells (kept in cache), each for the rows that reach it.
     point(0, n_max);
-    for (int64_t j0 = 0, t0 = 0; j0 < n_max; j0 += kStandardChunk) {
+    // The chunks reached by the same rows go in one call (so a tile of a few tokens, whose rows
+    // all reach every cell, makes one): the kernels transpose the queries and start their
+    // prefetches once a call. The products are the same bits in any chunking.
+    auto span = [&](int64_t j0, int64_t t0) {  // the end of the chunks from j0 that rows t0.. reach
+      int64_t j1 = std::min(n_max, j0 + kStandardChunk);
+      while (j1 < n_max && len(t0) > j1) j1 = std::min(n_max, j1 + kStandardChunk);
+      return j1;
+    };
+    for (int64_t j0 = 0, t0 = 0, j1; j0 < n_max; j0 = j1) {
       while (len(t0) <= j0) ++t0;
-      a.scores(tk, D, q + t0 * group * D, D, rows - t0 * group, kp + j0,
-               std::min(kStandardChunk, n_max - j0), s + t0 * group * n_max + j0, n_max);
+      j1 = span(j0, t0);
+      a.scores(tk, D, q + t0 * group * D, D, rows - t0 * group, kp + j0, j1 - j0, s + t0 * group * n_max + j0, n_max);
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* row = s + r * n_max;
@@ -670,10 +678,11 @@ void Context::AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, c
       std::fill(row, row + first, 0.0f);
       std::fill(row + n, row + n_max, 0.0f);
     }
-    for (int64_t j0 = 0, t0 = 0; j0 < n_max; j0 += kStandardChunk) {
+    for (int64_t j0 = 0, t0 = 0, j1; j0 < n_max; j0 = j1) {
       while (len(t0) <= j0) ++t0;
-      a.accumulate(tv, D, s + t0 * group * n_max + j0, n_max, rows - t0 * group, vp + j0,
-                   std::min(kStandardChunk, n_max - j0), o + t0 * group * D, D);
+      j1 = span(j0, t0);
+      a.accumulate(tv, D, s + t0 * group * n_max + j0, n_max, rows - t0 * group, vp + j0, j1 - j0,
+                   o + t0 * group * D, D);
     }
   } else {
     // Flash: blocks of cells; per row a running max m and sum l of exp(score - m), the
