@@ -101,7 +101,6 @@ Context::Context(const Model& model, int64_t n_ctx, int n_threads, int64_t layer
     rope_inv_freq_[i] = static_cast<float>(f / p_.rope_scale);
     rope_inv_freq_local_[i] = static_cast<float>(std::pow(static_cast<double>(p_.rope_base_swa), -2.0 * i / p_.head_dim));
   }
-  rope_cs_.resize(p_.head_dim);
 
   // Attention scratch per thread, sized once (a decode step allocates nothing).
   const int64_t group = p_.n_head / p_.n_head_kv;
@@ -158,6 +157,7 @@ void Context::Reserve(int64_t n) {
   att_.resize(n * p_.q_dim());
   k_buf_.resize(n * p_.kv_dim());
   v_buf_.resize(n * p_.kv_dim());
+  rope_cs_.resize(n * p_.head_dim);
   // With experts a decode step holds every chosen expert's gate and up (n_expert_used rows).
   const int64_t ff = std::max({n * p_.n_ff, n * p_.n_ff_exp, p_.n_expert_used * p_.n_ff_exp, n * p_.n_ff_shexp});
   gate_.resize(ff);
@@ -361,8 +361,9 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   const int64_t half = D / 2;
   const bool local = p_.IsLocalLayer(il);
   const float* inv_freq = local ? rope_inv_freq_local_.data() : rope_inv_freq_.data();
-  std::vector<float>& cs = rope_cs_;  // cos[half], sin[half] for one position
-  for (int64_t t = 0; t < n; ++t) {
+  // Per token (on the pool's threads when there are several): biases, norms, rotation, the cache.
+  ForEachToken(pool_, n, [&](int64_t t) {
+    float* cs = &rope_cs_[t * D];  // cos[half], sin[half] at the token's position
     float* q = &q_[t * qd];
     float* k = &k_buf_[t * kvd];
     float* v = &v_buf_[t * kvd];
@@ -381,14 +382,14 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
       cs[half + i] = std::sin(theta);
     }
     const bool halves = p_.rope_order == RopeOrder::kHalves;
-    for (int64_t h = 0; h < p_.n_head; ++h) f.rope(q + h * D, D, cs.data(), cs.data() + half, halves);
-    for (int64_t h = 0; h < p_.n_head_kv; ++h) f.rope(k + h * D, D, cs.data(), cs.data() + half, halves);
+    for (int64_t h = 0; h < p_.n_head; ++h) f.rope(q + h * D, D, cs, cs + half, halves);
+    for (int64_t h = 0; h < p_.n_head_kv; ++h) f.rope(k + h * D, D, cs, cs + half, halves);
     // Store K and V in the cache in its types.
     for (int64_t h = 0; h < p_.n_head_kv; ++h) {
       store(cache_.type_k(), k + h * D, cache_.k(il - layer_begin_, cells[t], h));
       store(cache_.type_v(), v + h * D, cache_.v(il - layer_begin_, cells[t], h));
     }
-  }
+  });
   Attention(il, b, n);
   mm(w.wo, att_.data(), n, xn_.data());
   // Residual, then the feed-forward block's norm.

@@ -184,7 +184,7 @@ class Context {
   kernels::Scratch scratch_;
   std::vector<float> rope_inv_freq_;  // [head_dim / 2]
   std::vector<float> rope_inv_freq_local_;  // of the sliding-window layers (their own base)
-  std::vector<float> rope_cs_;        // cos and sin of one position [head_dim]
+  std::vector<float> rope_cs_;        // cos and sin at each token's position [n][head_dim]
 
   // Activations for up to `reserved_` tokens.
   int64_t reserved_ = 0;
