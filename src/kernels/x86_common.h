@@ -946,15 +946,33 @@ inline float Amax32(const float* x) {
   return Hmax(m);
 }
 
-// One Q8_0 / Q8_1 block; returns sum(qs).
+// One Q8_0 / Q8_1 block; returns sum(qs). The AVX-512 build works in two 512-bit halves (a
+// saturating narrow instead of the packs and their permute), with the same numbers: an exact
+// max, the same scalar steps, the same rounding (MXCSR's) and clamp. A prompt's Q8S activations
+// were 2.8 % of a Q4_0 pp512 on the Xeon VM.
 inline int QuantQ8Block(const float* x, uint16_t* d16, int8_t* qs) {
+#ifdef __AVX512F__
+  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+#else
   const float amax = Amax32(x);
+#endif
   *d16 = F2H(amax / 127);
   const float d = H2F(*d16);
   const float id = d != 0 ? 1 / d : 0;
+#ifdef __AVX512F__
+  const __m512 vid = _mm512_set1_ps(id);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  const __m512i qa = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, vid)), lo), hi);
+  const __m512i qb = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(b, vid)), lo), hi);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtsepi32_epi8(qa));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtsepi32_epi8(qb));
+  return _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+#else
   __m256i s0, s1;
   Round32(x, _mm256_set1_ps(id), qs, &s0, &s1);
   return HsumI(_mm256_add_epi32(s0, s1));
+#endif
 }
 
 void QuantizeQ8_0(const float* src, void* dst, int64_t n) {
@@ -1153,9 +1171,19 @@ void Softmax(float* x, int64_t n) {
 
 #pragma GCC diagnostic pop
 
+// The AVX-512 build takes 16 values a step (Exp16: the same operations per lane as Exp, so the
+// same bits as the AVX2 build); a prompt's gates were 2.6 % of a Q4_0 pp512 on the Xeon VM.
 void SiluMul(const float* gate, const float* up, float* y, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
   int64_t i = 0;
+#ifdef __AVX512F__
+  const __m512 one16 = _mm512_set1_ps(1.0f), zero16 = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one16, Exp16(_mm512_sub_ps(zero16, g))));
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(s, _mm512_loadu_ps(up + i)));
+  }
+#endif
   for (; i + 8 <= n; i += 8) {
     const __m256 g = _mm256_loadu_ps(gate + i);
     const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, Exp(_mm256_sub_ps(zero, g))));
