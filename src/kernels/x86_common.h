@@ -946,6 +946,10 @@ inline float Amax32(const float* x) {
   return Hmax(m);
 }
 
+#pragma GCC diagnostic push  // GCC 12's false positive on its own 512-bit intrinsics, as below
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 // One Q8_0 / Q8_1 block; returns sum(qs). The AVX-512 build works in two 512-bit halves (a
 // saturating narrow instead of the packs and their permute), with the same numbers: an exact
 // max, the same scalar steps, the same rounding (MXCSR's) and clamp. A prompt's Q8S activations
@@ -974,6 +978,8 @@ inline int QuantQ8Block(const float* x, uint16_t* d16, int8_t* qs) {
   return HsumI(_mm256_add_epi32(s0, s1));
 #endif
 }
+
+#pragma GCC diagnostic pop
 
 void QuantizeQ8_0(const float* src, void* dst, int64_t n) {
   BlockQ8_0* b = static_cast<BlockQ8_0*>(dst);
@@ -1433,6 +1439,11 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
     for (int r = 0; r < NA; ++r) isum[r] = _mm512_setzero_si512();
 #pragma GCC unroll 1
     for (int p = 0; p < 4; ++p) {
+      __m512i tops[NA <= 4 ? 4 : 1];
+      if constexpr (NA <= 4) {
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; ++h) tops[h] = LoadOnce(blk + 2048 + 256 * p + 64 * h);
+      }
       // Half H: chunks 4H..4H+3, whose low nibbles make group H and high nibbles group 2 + H; their
       // top bits sit at bits 2H..2H+1 (low nibble) and 4+2H.. (high) of top vector h = c % 4.
       auto half = [&](auto hv) __attribute__((always_inline)) {
@@ -1444,8 +1455,14 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
           const int c = 4 * H + h;
           PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
           if constexpr (H == 0) PrefetchAhead<1, 64>(blk + 2048 + 256 * p + 64 * h + 8192);
-          // Each vector loaded once per half (x86_interleaved.h: several rows are bound by vector loads).
-          const __m512i top = LoadOnce(blk + 2048 + 256 * p + 64 * h);
+          // Each vector loaded once (x86_interleaved.h: several rows are bound by vector loads); the
+          // top bits once per half where 8 rows leave no registers to keep them in.
+          __m512i top;
+          if constexpr (NA <= 4) {
+            top = tops[h];
+          } else {
+            top = LoadOnce(blk + 2048 + 256 * p + 64 * h);
+          }
           const __m512i v = LoadOnce(blk + 512 * p + 64 * c);
           // The top bits moved to bits 4-5; what the 16-bit shifts carry over is masked off.
           const __m512i tlo = H == 0 ? _mm512_slli_epi16(top, 4) : _mm512_slli_epi16(top, 2);
