@@ -22,7 +22,8 @@
 // GemmGroupInL1: the interleaved kernel alone on one 16-row group in L1, one thread: what the
 // products cost when memory costs nothing, the floor under the streamed figures. GemmGroupsCached:
 // the same over 16 groups (L2) and 256 groups (the last-level cache), ns per group: what the
-// kernel loses to the caches before DRAM costs anything.
+// kernel loses to the caches before DRAM costs anything. GemmGroupsStreamed: the kernel alone
+// from DRAM on plain threads, without the pool (see BM_GemmGroupsStreamed).
 //
 //   build/bench/matvec_bench --benchmark_filter='MatVec/(q4_K|q6_K|q8_0)/5632x2048'
 // Byte rates from Google Benchmark are in binary units (GiB/s); the bandwidth line is in GB/s.
@@ -274,6 +275,54 @@ void BM_GemmGroups(benchmark::State& state, TensorType type) {
   state.SetLabel(kernels::IsaName(k.isa));
 }
 
+// The interleaved kernel alone streaming from DRAM: `threads` plain threads, each over its half of
+// enough copies of a 5632x2048 matrix (kWorkingSetBytes), one call per 16-row group, no pool and
+// no synchronisation between matrices. What the kernel itself overlaps of computing and
+// streaming (against GemmGroupInL1 and one token here), apart from what the pool adds per product
+// (MatMulInterleavedStreamed). Xeon VM, Q4_K, 2 threads: 1 token 1120-1330 ns a group and thread
+// (28-33 GB/s, the machine's read bandwidth), 8 tokens 1.3-1.4 times the larger of that and its
+// time in L2 (GemmGroupsCached).
+void BM_GemmGroupsStreamed(benchmark::State& state, TensorType type) {
+  constexpr int64_t kRows = 5632, kCols = 2048;
+  const int na = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  const KernelTable& k = kernels::Best();
+  const kernels::GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(type)];
+  const std::vector<uint8_t> one = Interleaved(type, MakeMatrix(type, kRows, kCols), kRows, kCols);
+  MatrixCopies m(one, MatrixCopies::ForDram(one.size()));
+  const size_t group_bytes = one.size() / (kRows / kernels::kInterleaveRows);
+  const int64_t groups = static_cast<int64_t>(m.copies) * (kRows / kernels::kInterleaveRows);
+  const size_t a_stride = kernels::InterleavedActRowBytes(type, kCols);
+  std::vector<uint8_t> a(a_stride * na);
+  const quant::QuantizeRowFn quantize = kernels::InterleavedActQuantizer(k, type);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(kCols);
+  for (int r = 0; r < na; ++r) {
+    for (float& v : x) v = d(rng);
+    quantize(x.data(), a.data() + r * a_stride, kCols);
+    kernels::FinishActRow(type, a.data() + r * a_stride, kCols);
+  }
+  for (auto _ : state) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        alignas(64) float out[kernels::kInterleaveRows * 16];  // up to a tile's rows
+        const Range r = SplitRange(groups, t, threads);
+        for (int64_t g = r.begin; g < r.end; ++g) gemm(kCols, m.all.data() + g * group_bytes, a.data(), a_stride, na, out, kernels::kInterleaveRows);
+        benchmark::DoNotOptimize(out);
+      });
+    }
+    for (std::thread& t : pool) t.join();
+  }
+  const double per_thread = static_cast<double>(groups) / threads;
+  state.counters["ns_per_group_thread"] = benchmark::Counter(
+      1e-9 * per_thread, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["GBps"] = benchmark::Counter(1e-9 * static_cast<double>(groups * group_bytes),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kernels::IsaName(k.isa));
+}
+
 // The first matrix-vector product of a pipeline stage: the pool has sat idle between tokens (its
 // workers asleep), so the product starts while a worker is still waking. Q4_K 2048x2048 (a
 // TinyLlama attention matrix) after 2 ms idle, 2 threads; manual time covers the product alone.
@@ -339,6 +388,9 @@ const bool kRegistered = [] {
     const std::string cached = "GemmGroupsCached/" + tn + "/16x2048";
     benchmark::RegisterBenchmark(cached.c_str(), BM_GemmGroups, t)->ArgsProduct({{8}, {16, 256}})
         ->ArgNames({"tokens", "groups"})->Unit(benchmark::kMicrosecond);
+    const std::string raw = "GemmGroupsStreamed/" + tn + "/5632x2048";
+    benchmark::RegisterBenchmark(raw.c_str(), BM_GemmGroupsStreamed, t)->ArgsProduct({{1, 4, 8}, {2}})
+        ->ArgNames({"tokens", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
     // A verifying forward's few tokens against weights from DRAM: on a small batch each block is
     // read once, so the kernel must compute and stream at once (bench --small-batch).
     const std::string mms = "MatMulInterleavedStreamed/" + tn + "/5632x2048";
