@@ -239,6 +239,23 @@ void BM_MatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
 // weights come from DRAM. With 16 groups the weights come from L2, with 256 from the last-level
 // cache (Q4_K: 288 KB and 4.6 MB). MAC/s counts multiply-accumulates of weights by activations
 // (16 x 2048 x tokens a group); ns_per_group is the time of one group's product.
+// `na` random activation rows of `cols` as MatMulInterleaved quantizes them for `type`'s
+// interleaved kernels (kernels/interleave.h), InterleavedActRowBytes apart.
+std::vector<uint8_t> InterleavedActs(const KernelTable& k, TensorType type, int64_t cols, int na) {
+  const size_t a_stride = kernels::InterleavedActRowBytes(type, cols);
+  std::vector<uint8_t> a(a_stride * na);
+  const quant::QuantizeRowFn quantize = kernels::InterleavedActQuantizer(k, type);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(cols);
+  for (int r = 0; r < na; ++r) {
+    for (float& v : x) v = d(rng);
+    quantize(x.data(), a.data() + r * a_stride, cols);
+    kernels::FinishActRow(type, a.data() + r * a_stride, cols);
+  }
+  return a;
+}
+
 void BM_GemmGroups(benchmark::State& state, TensorType type) {
   constexpr int64_t kCols = 2048;
   const int na = static_cast<int>(state.range(0));
@@ -248,18 +265,8 @@ void BM_GemmGroups(benchmark::State& state, TensorType type) {
   const kernels::GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(type)];
   const std::vector<uint8_t> w = Interleaved(type, MakeMatrix(type, rows, kCols), rows, kCols);
   const size_t group_bytes = w.size() / groups;
-  // Activation rows as MatMulInterleaved quantizes them (kernels/interleave.h).
   const size_t a_stride = kernels::InterleavedActRowBytes(type, kCols);
-  std::vector<uint8_t> a(a_stride * na);
-  const quant::QuantizeRowFn quantize = kernels::InterleavedActQuantizer(k, type);
-  std::mt19937_64 rng(11);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(kCols);
-  for (int r = 0; r < na; ++r) {
-    for (float& v : x) v = d(rng);
-    quantize(x.data(), a.data() + r * a_stride, kCols);
-    kernels::FinishActRow(type, a.data() + r * a_stride, kCols);
-  }
+  const std::vector<uint8_t> a = InterleavedActs(k, type, kCols, na);
   std::vector<float> out(rows * na);
   for (auto _ : state) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -293,16 +300,7 @@ void BM_GemmGroupsStreamed(benchmark::State& state, TensorType type) {
   const size_t group_bytes = one.size() / (kRows / kernels::kInterleaveRows);
   const int64_t groups = static_cast<int64_t>(m.copies) * (kRows / kernels::kInterleaveRows);
   const size_t a_stride = kernels::InterleavedActRowBytes(type, kCols);
-  std::vector<uint8_t> a(a_stride * na);
-  const quant::QuantizeRowFn quantize = kernels::InterleavedActQuantizer(k, type);
-  std::mt19937_64 rng(11);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(kCols);
-  for (int r = 0; r < na; ++r) {
-    for (float& v : x) v = d(rng);
-    quantize(x.data(), a.data() + r * a_stride, kCols);
-    kernels::FinishActRow(type, a.data() + r * a_stride, kCols);
-  }
+  const std::vector<uint8_t> a = InterleavedActs(k, type, kCols, na);
   for (auto _ : state) {
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
