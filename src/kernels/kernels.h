@@ -102,6 +102,19 @@ inline constexpr int kTypeSlots = 40;  // covers every TensorType id
 using GemmInterleavedFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out,
                                    int64_t ldo);
 
+// Interleaved weights unpacked once for the many token groups of a prompt, so that a kernel called
+// for each group of activation rows does not unpack the same weights again each time (AMX: a
+// group's B tiles as signed bytes and its scales as floats). `unpack` writes one group of 16 rows
+// of n elements (its `w` as gemm_interleaved takes it) to `dst`, bytes_per_block * n / 32 bytes
+// (any alignment; 64 is fastest); `gemm` over that equals gemm_interleaved over `w` to the bit.
+// REQUIRES of gemm: kMaxMultiRows < na <= the table's gemm_interleaved_rows (the rows where the
+// table's own kernel would unpack per call).
+struct UnpackedGemm {
+  int64_t bytes_per_block = 0;  // per 32 elements of a group
+  void (*unpack)(int64_t n, const void* w, void* dst) = nullptr;
+  GemmInterleavedFn gemm = nullptr;
+};
+
 struct KernelTable {
   Isa isa = Isa::kScalar;
   TypeKernels types[kTypeSlots];
@@ -114,6 +127,7 @@ struct KernelTable {
   // stay in the file's layout), with the activation quantizer to Q8S (Q4_K's Q8_K is above).
   GemmInterleavedFn gemm_interleaved[kTypeSlots] = {};
   int gemm_interleaved_rows = kMaxMultiRows;  // the most activation rows one call takes (AMX: 16)
+  UnpackedGemm gemm_unpacked[kTypeSlots] = {};  // null gemm: none (the kernel unpacks per call)
   quant::QuantizeRowFn quantize_q8s = nullptr;
 
   const TypeKernels& of(TensorType t) const { return types[static_cast<uint32_t>(t)]; }

@@ -464,7 +464,7 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
             << "row " << r << " activation " << j;
       }
     }
-    int tables = 0;
+    int tables = 0, unpacked_checked = 0;
     for (const KernelTable* t : Available()) {
       const GemmInterleavedFn gemm = t->gemm_interleaved[static_cast<uint32_t>(type)];
       if (gemm == nullptr) continue;
@@ -503,6 +503,21 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
             }
           }
         }
+        // Weights unpacked ahead (a prompt's) give the same bits as the kernel unpacking them.
+        const UnpackedGemm& up = t->gemm_unpacked[static_cast<uint32_t>(type)];
+        if (up.gemm == nullptr || na <= kMaxMultiRows) continue;
+        ASSERT_GT(up.bytes_per_block, 0);
+        std::vector<float> from_unpacked(kRows * rows, -1.0f);
+        for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
+          // One byte past a 64-byte boundary: the kernel takes any alignment.
+          std::vector<uint8_t> u(up.bytes_per_block * (n / quant::kQK) + 1, 0xA5);
+          up.unpack(n, wi.data() + g * group, u.data() + 1);
+          up.gemm(n, u.data() + 1, at.data(), s_stride, na, from_unpacked.data() + g * kInterleaveRows, rows);
+        }
+        for (int64_t i = 0; i < na * rows; ++i) {
+          ASSERT_EQ(from_unpacked[i], got[i]) << "unpacked ahead, output " << i << " na " << na;
+        }
+        ++unpacked_checked;
       }
     }
     if (Cpu().avx512vnni) {
@@ -515,6 +530,9 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       ASSERT_NE(amx, nullptr) << "AMX-INT8 granted but no AMX table";
       EXPECT_EQ(amx->gemm_interleaved_rows, 16);
       EXPECT_GE(tables, 2);
+      if (type == TensorType::kQ4_0 || type == TensorType::kQ5_0) {
+        EXPECT_EQ(unpacked_checked, 16 - kMaxMultiRows) << "the AMX table unpacks Q4_0 and Q5_0 ahead";
+      }
     }
   }
 }
@@ -617,13 +635,16 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   Scratch scratch;
   // More than one call's rows on every table, and pieces of work larger than a block of groups
   // (matmul.cc: 8): a thread takes a quarter of its share at a time, 9 of its 33 of the 65 groups.
-  const int64_t rows = 1040, tokens = 21;
+  // 45 tokens: on the AMX table three groups of more than 8 (16, 16, 13), read from weights
+  // unpacked ahead (UnpackedGemm); 21: one such group and one of 5 on the VNNI kernel.
+  const int64_t rows = 1040;
+  for (const int64_t tokens : {int64_t{21}, int64_t{45}})
   for (TensorType type :
        {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K})
   for (int64_t n : {256, 512, 768, 800}) {
     // 800: an odd number of 32-element blocks (the tile kernels' last block outside a pair).
     if (n % quant::kQKK != 0 && (type == TensorType::kQ4_K || type == TensorType::kQ6_K)) continue;
-    SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " n=" + std::to_string(n));
+    SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " n=" + std::to_string(n) + " tokens " + std::to_string(tokens));
     const size_t row_bytes = quant::RowBytes(type, n);
     std::vector<uint8_t> w(row_bytes * rows), wi(w.size());
     for (int64_t r = 0; r < rows; ++r) {

@@ -1,6 +1,8 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "kernels/interleave.h"
 
@@ -118,6 +120,17 @@ size_t QuantizeInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorTyp
 constexpr int64_t kGroupBlock = 8;
 constexpr size_t kGroupBlockBytes = size_t{512} << 10;
 
+// This thread's buffer for unpacked weights (UnpackedGemm), at least `bytes`, 64-byte aligned: it
+// grows to the largest block of groups the thread unpacks (a prompt's) and is kept, so that later
+// prompts allocate nothing.
+uint8_t* UnpackBuffer(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  constexpr size_t kAlign = 64;
+  if (buffer.size() < bytes + kAlign) buffer.resize(bytes + kAlign);
+  const auto at = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((kAlign - at % kAlign) % kAlign);
+}
+
 void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t cols, const uint8_t* a,
                 size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end) {
   const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
@@ -125,13 +138,28 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(kGroupBlockBytes / group_bytes), 1, kGroupBlock);
+  // Where the table unpacks ahead and more than one token group will pass over a block of groups
+  // (a prompt), the block is unpacked once into this thread's buffer and the token groups of more
+  // than kMaxMultiRows rows read that; the rest (a last group of a few) take the table's own kernel.
+  // The same bits either way (UnpackedGemm).
+  const UnpackedGemm& up = k.gemm_unpacked[static_cast<uint32_t>(wtype)];
+  const bool unpack = up.gemm != nullptr && n_tokens > max_rows;
+  const size_t unpacked_bytes = unpack ? static_cast<size_t>(up.bytes_per_block * (cols / quant::kQK)) : 0;
+  uint8_t* unpacked = unpack ? UnpackBuffer(unpacked_bytes * static_cast<size_t>(block)) : nullptr;
   for (int64_t g0 = begin; g0 < end; g0 += block) {
     const int64_t g1 = std::min(end, g0 + block);
+    if (unpack) {
+      for (int64_t g = g0; g < g1; ++g) up.unpack(cols, wb + g * group_bytes, unpacked + (g - g0) * unpacked_bytes);
+    }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += max_rows) {
       const int na = static_cast<int>(std::min<int64_t>(max_rows, n_tokens - t0));
       for (int64_t g = g0; g < g1; ++g) {
-        gemm(cols, wb + g * group_bytes, a + t0 * a_stride, a_stride, na, y + t0 * y_stride + g * kInterleaveRows,
-             y_stride);
+        float* out = y + t0 * y_stride + g * kInterleaveRows;
+        if (unpack && na > kMaxMultiRows) {
+          up.gemm(cols, unpacked + (g - g0) * unpacked_bytes, a + t0 * a_stride, a_stride, na, out, y_stride);
+        } else {
+          gemm(cols, wb + g * group_bytes, a + t0 * a_stride, a_stride, na, out, y_stride);
+        }
       }
     }
   }
