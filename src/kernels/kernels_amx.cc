@@ -14,9 +14,10 @@
 // rows on the tiles lead (Q4_K 5632x2048 x 512: 13.6-13.9 against 16.4-17.0 ms).
 // The sums are exact integers either way and the float step after them is the VNNI kernel's own
 // (x86_interleaved.h), so a row gets the same bits from both, whichever kernel a call's row count
-// picks. A prompt passes each group of weights once per 16 tokens: Q4_0 and Q5_0 are also offered
-// unpacked ahead (UnpackedGemm, kernels.h), so that the unpacking is done once per prompt, not once
-// per 16 tokens (pp512 Q4_0 on the Xeon VM, 4 alternating rounds: 265-291 -> 322-331 tokens/s).
+// picks. A prompt passes each group of weights once per 16 tokens: Q4_0, Q5_0 and Q4_K are also
+// offered unpacked ahead (UnpackedGemm, kernels.h), so that the unpacking (Q4_K: its scales' too) is
+// done once per prompt, not once per 16 tokens (Xeon VM, 4 alternating rounds, pp512: Q4_0
+// 293-319 -> 359-375 tokens/s, Q4_K_M 275-291 -> 298-309).
 //
 // Tile state: the OS grants it per process (sys::RequestAmxTiles, asked before this table is
 // built); each thread loads its tile configuration before its first product and again when the
@@ -255,53 +256,121 @@ __attribute__((always_inline)) inline void Q4KSubBlock(const uint8_t* b, const u
 // The bias taken out of each nibble.
 constexpr int kK4Bias = 7;
 
-template <int NA>
+// A super-block's 16 rows' scales as the float step takes them: sc_j widened to int32 lanes, the
+// 7 sc_j pairs and the mins' pairs (VPDPWSSD operands), d and dmin as floats.
+struct K4Steps {
+  __m512i sc32[8];
+  __m512i bias[4];
+  x86::K4IlMins mins;
+  __m512 d, dmin;
+};
+
+__attribute__((always_inline)) inline void MakeK4Steps(const uint8_t* blk, K4Steps* st) {
+  x86::K4IlScales sm;
+  x86::UnpackK4IlScales(blk, &sm);
+  x86::K4IlMinPairs(sm, &st->mins);
+  st->sc32[0] = x86::K4IlScale<0>(sm);
+  st->sc32[1] = x86::K4IlScale<1>(sm);
+  st->sc32[2] = x86::K4IlScale<2>(sm);
+  st->sc32[3] = x86::K4IlScale<3>(sm);
+  st->sc32[4] = x86::K4IlScale<4>(sm);
+  st->sc32[5] = x86::K4IlScale<5>(sm);
+  st->sc32[6] = x86::K4IlScale<6>(sm);
+  st->sc32[7] = x86::K4IlScale<7>(sm);
+  // kK4Bias sc_j as the mins' pairs are made: lane r of bias[k] holds sub-blocks 2k and 2k+1.
+  const __m512i seven = _mm512_set1_epi32(kK4Bias);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    st->bias[k] = _mm512_mullo_epi32(_mm512_or_si512(st->sc32[2 * k], _mm512_slli_epi32(st->sc32[2 * k + 1], 16)), seven);
+  }
+  st->d = x86::K4IlD(blk);
+  st->dmin = x86::K4IlDmin(blk);
+}
+
+// Q4_K unpacked ahead (UnpackedGemm, kernels.h), per super-block: its 8 B tiles as the kernel's
+// unpacking makes them, then its K4Steps (18 vectors), 5248 bytes.
+constexpr int64_t kK4Tiles = 8 * 8 * 64;
+constexpr int64_t kK4UnpackedBytes = kK4Tiles + 18 * 64;
+
+// The 8 sub-blocks' B tiles of a super-block: its nibbles minus kK4Bias (one VPERMB lookup per 64
+// bytes), sub-block j to u + 512 j.
+template <bool kPrefetch>
+__attribute__((always_inline)) inline void UnpackK4Tiles(const uint8_t* blk, __m512i table, int8_t* u) {
+  // A small batch reads each weight once, from memory: the super-block kPrefetchBytes ahead
+  // is requested a line per chunk unpacked here (a burst of 36 at once was slower).
+  if constexpr (kPrefetch) x86::PrefetchAhead<1, x86::kK4IlBytes - 2048>(blk + 2048);
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      if constexpr (kPrefetch) x86::PrefetchAhead<1, 64>(blk + 512 * p + 64 * c);
+      const __m512i v = x86::LoadOnce(blk + 512 * p + 64 * c);
+      _mm512_storeu_si512(u + 512 * (2 * p) + 64 * c, _mm512_permutexvar_epi8(v, table));
+      _mm512_storeu_si512(u + 512 * (2 * p + 1) + 64 * c, _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table));
+    }
+  }
+}
+
+void UnpackAmxQ4K(int64_t n, const void* w, void* dst) {
+  const int64_t nb = n / quant::kQKK;
+  const __m512i table = NibbleMinus<kK4Bias>();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* blk = static_cast<const uint8_t*>(w) + i * x86::kK4IlBytes;
+    uint8_t* out = static_cast<uint8_t*>(dst) + i * kK4UnpackedBytes;
+    UnpackK4Tiles<false>(blk, table, reinterpret_cast<int8_t*>(out));
+    K4Steps st;
+    MakeK4Steps(blk, &st);
+    uint8_t* o = out + kK4Tiles;
+    for (int j = 0; j < 8; ++j) _mm512_storeu_si512(o + 64 * j, st.sc32[j]);
+    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(o + 64 * (8 + k), st.bias[k]);
+    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(o + 64 * (12 + k), st.mins.p[k]);
+    _mm512_storeu_ps(o + 64 * 16, st.d);
+    _mm512_storeu_ps(o + 64 * 17, st.dmin);
+  }
+}
+
+__attribute__((always_inline)) inline void LoadK4Steps(const uint8_t* o, K4Steps* st) {
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) st->sc32[j] = _mm512_loadu_si512(o + 64 * j);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) st->bias[k] = _mm512_loadu_si512(o + 64 * (8 + k));
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) st->mins.p[k] = _mm512_loadu_si512(o + 64 * (12 + k));
+  st->d = _mm512_loadu_ps(o + 64 * 16);
+  st->dmin = _mm512_loadu_ps(o + 64 * 17);
+}
+
+// kUnpacked: `w` is what UnpackAmxQ4K made of the group, not the group itself.
+template <int NA, bool kUnpacked = false>
 void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
   Configure(NA);
+  constexpr int64_t kStride = kUnpacked ? kK4UnpackedBytes : x86::kK4IlBytes;
   const int64_t nb = n / quant::kQKK;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* act = static_cast<const uint8_t*>(a) + offsetof(quant::BlockQ8_K, qs);
   const __m512i table = NibbleMinus<kK4Bias>();
   // The 8 sub-blocks' B tiles, [stage]: a super-block is unpacked one ahead of its tile loads, which
   // would otherwise wait for the unpacking's stores to reach the cache (no store forwarding).
-  alignas(64) int8_t unpacked[2][8][8 * 64];
+  alignas(64) int8_t unpacked[kUnpacked ? 1 : 2][8 * 8 * 64];
   // The sums, [stage]: a super-block's float step runs after the next one's tile products are
   // issued, so its vector loads do not wait for the tile stores just made either.
   alignas(64) int32_t sums[2][8][NA * 16];
   __m512 acc[NA];
 #pragma GCC unroll 16
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
-  auto unpack = [&](const uint8_t* blk, int8_t (*u)[8 * 64]) __attribute__((always_inline)) {
-    // A small batch reads each weight once, from memory: the super-block kPrefetchBytes ahead
-    // is requested a line per chunk unpacked here (a burst of 36 at once was slower).
-    x86::PrefetchAhead<1, x86::kK4IlBytes - 2048>(blk + 2048);
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        x86::PrefetchAhead<1, 64>(blk + 512 * p + 64 * c);
-        const __m512i v = x86::LoadOnce(blk + 512 * p + 64 * c);
-        _mm512_store_si512(u[2 * p] + 64 * c, _mm512_permutexvar_epi8(v, table));
-        _mm512_store_si512(u[2 * p + 1] + 64 * c, _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table));
-      }
-    }
+  // Super-block i's tiles: unpacked here a super-block ahead, or as they are.
+  auto tiles = [&](int64_t i) __attribute__((always_inline)) -> const uint8_t* {
+    if constexpr (kUnpacked) return wb + i * kStride;
+    return reinterpret_cast<const uint8_t*>(unpacked[i & 1]);
   };
   // Super-block i's scales, mins and float step over its sums (in order of i, as the VNNI kernel).
   auto finish = [&](int64_t i, int32_t (*sm_sums)[NA * 16]) __attribute__((always_inline)) {
-    const uint8_t* blk = wb + i * x86::kK4IlBytes;
-    x86::K4IlScales sm;
-    x86::UnpackK4IlScales(blk, &sm);
-    x86::K4IlMins mins;
-    x86::K4IlMinPairs(sm, &mins);
-    const __m512i sc32[8] = {x86::K4IlScale<0>(sm), x86::K4IlScale<1>(sm), x86::K4IlScale<2>(sm),
-                             x86::K4IlScale<3>(sm), x86::K4IlScale<4>(sm), x86::K4IlScale<5>(sm),
-                             x86::K4IlScale<6>(sm), x86::K4IlScale<7>(sm)};
-    // kK4Bias sc_j as the mins' pairs are made: lane r of bias[k] holds sub-blocks 2k and 2k+1.
-    const __m512i seven = _mm512_set1_epi32(kK4Bias);
-    __m512i bias[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      bias[k] = _mm512_mullo_epi32(_mm512_or_si512(sc32[2 * k], _mm512_slli_epi32(sc32[2 * k + 1], 16)), seven);
+    const uint8_t* blk = wb + i * kStride;
+    K4Steps st;
+    if constexpr (kUnpacked) {
+      LoadK4Steps(blk + kK4Tiles, &st);
+    } else {
+      MakeK4Steps(blk, &st);
     }
 #pragma GCC unroll 16
     for (int r = 0; r < NA; ++r) {
@@ -309,26 +378,28 @@ void GemmAmxQ4K(int64_t n, const void* w, const void* a, size_t a_stride, float*
       const int16_t* bsums = x86::K4IlSums(row, nb, i);
       __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) isum = _mm512_dpwssd_epi32(isum, bias[k], x86::BroadcastI32(bsums + 2 * k));
+      for (int k = 0; k < 4; ++k) isum = _mm512_dpwssd_epi32(isum, st.bias[k], x86::BroadcastI32(bsums + 2 * k));
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) isum = _mm512_dpwssd_epi32(isum, sc32[j], _mm512_load_si512(sm_sums[j] + 16 * r));
-      acc[r] = x86::K4IlAdd(acc[r], isum, row[i], bsums, mins, blk);
+      for (int j = 0; j < 8; ++j) isum = _mm512_dpwssd_epi32(isum, st.sc32[j], _mm512_load_si512(sm_sums[j] + 16 * r));
+      acc[r] = x86::K4IlAddScaled(acc[r], isum, row[i], bsums, st.mins, st.d, st.dmin);
     }
   };
-  if (nb > 0) unpack(wb, unpacked[0]);
+  if (!kUnpacked && nb > 0) UnpackK4Tiles<true>(wb, table, unpacked[0]);
   for (int64_t i = 0; i < nb; ++i) {
-    int8_t (*u)[8 * 64] = unpacked[i & 1];
+    const uint8_t* u = tiles(i);
     int32_t (*sm)[NA * 16] = sums[i & 1];
     const uint8_t* y = act + i * sizeof(quant::BlockQ8_K);
-    Q4KSubBlock<0>(reinterpret_cast<const uint8_t*>(u[0]), y, a_stride, sm[0]);
-    Q4KSubBlock<1>(reinterpret_cast<const uint8_t*>(u[1]), y, a_stride, sm[1]);
-    Q4KSubBlock<2>(reinterpret_cast<const uint8_t*>(u[2]), y, a_stride, sm[2]);
-    Q4KSubBlock<3>(reinterpret_cast<const uint8_t*>(u[3]), y, a_stride, sm[3]);
-    Q4KSubBlock<4>(reinterpret_cast<const uint8_t*>(u[4]), y, a_stride, sm[4]);
-    Q4KSubBlock<5>(reinterpret_cast<const uint8_t*>(u[5]), y, a_stride, sm[5]);
-    Q4KSubBlock<6>(reinterpret_cast<const uint8_t*>(u[6]), y, a_stride, sm[6]);
-    Q4KSubBlock<7>(reinterpret_cast<const uint8_t*>(u[7]), y, a_stride, sm[7]);
-    if (i + 1 < nb) unpack(wb + (i + 1) * x86::kK4IlBytes, unpacked[(i + 1) & 1]);
+    Q4KSubBlock<0>(u, y, a_stride, sm[0]);
+    Q4KSubBlock<1>(u + 512, y, a_stride, sm[1]);
+    Q4KSubBlock<2>(u + 512 * 2, y, a_stride, sm[2]);
+    Q4KSubBlock<3>(u + 512 * 3, y, a_stride, sm[3]);
+    Q4KSubBlock<4>(u + 512 * 4, y, a_stride, sm[4]);
+    Q4KSubBlock<5>(u + 512 * 5, y, a_stride, sm[5]);
+    Q4KSubBlock<6>(u + 512 * 6, y, a_stride, sm[6]);
+    Q4KSubBlock<7>(u + 512 * 7, y, a_stride, sm[7]);
+    if constexpr (!kUnpacked) {
+      if (i + 1 < nb) UnpackK4Tiles<true>(wb + (i + 1) * kStride, table, unpacked[(i + 1) & 1]);
+    }
     if (i > 0) finish(i - 1, sums[(i - 1) & 1]);
   }
   if (nb > 0) finish(nb - 1, sums[(nb - 1) & 1]);
@@ -350,6 +421,11 @@ __attribute__((always_inline)) inline void WithTileRows(int na, F& f) {
 void GemmAmxQ4KAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
   if (na <= kMaxMultiRows) return g_q4k_vnni(n, w, a, a_stride, na, out, ldo);
   auto f = [&](auto rows) { GemmAmxQ4K<decltype(rows)::value>(n, w, a, a_stride, out, ldo); };
+  WithTileRows(na, f);
+}
+
+void GemmAmxQ4KUnpacked(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
+  auto f = [&](auto rows) { GemmAmxQ4K<decltype(rows)::value, true>(n, w, a, a_stride, out, ldo); };
   WithTileRows(na, f);
 }
 
@@ -384,6 +460,8 @@ void FillAmx(KernelTable* t) {
                                                                  GemmAmxUnpacked<Il::kQ5_0>};
   g_q4k_vnni = t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)];
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)] = GemmAmxQ4KAny;
+  // (Per 256 elements: kK4UnpackedBytes / 8 per 32.)
+  t->gemm_unpacked[static_cast<uint32_t>(TensorType::kQ4_K)] = {kK4UnpackedBytes / 8, UnpackAmxQ4K, GemmAmxQ4KUnpacked};
 }
 
 }  // namespace tandem::kernels::internal

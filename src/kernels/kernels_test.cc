@@ -530,8 +530,8 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
       ASSERT_NE(amx, nullptr) << "AMX-INT8 granted but no AMX table";
       EXPECT_EQ(amx->gemm_interleaved_rows, 16);
       EXPECT_GE(tables, 2);
-      if (type == TensorType::kQ4_0 || type == TensorType::kQ5_0) {
-        EXPECT_EQ(unpacked_checked, 16 - kMaxMultiRows) << "the AMX table unpacks Q4_0 and Q5_0 ahead";
+      if (type != TensorType::kQ8_0 && type != TensorType::kQ6_K) {
+        EXPECT_EQ(unpacked_checked, 16 - kMaxMultiRows) << "the AMX table unpacks Q4_0, Q5_0 and Q4_K ahead";
       }
     }
   }

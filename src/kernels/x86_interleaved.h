@@ -167,16 +167,30 @@ __attribute__((always_inline)) inline void K4IlMinPairs(const K4IlScales& s, K4I
 // 32-element sums B_j (`sums`, the 8 after its row's blocks: interleave.h), two sub-blocks per
 // VPDPWSSD, the pairs of sums broadcast from memory (a broadcast from a general register costs a
 // vector uop each).
-__attribute__((always_inline)) inline __m512 K4IlAdd(__m512 acc, __m512i isum, const quant::BlockQ8_K& y,
-                                                     const int16_t* sums, const K4IlMins& mins, const uint8_t* blk) {
+// The 16 rows' d and dmin of a super-block, as floats.
+__attribute__((always_inline)) inline __m512 K4IlD(const uint8_t* blk) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
+}
+__attribute__((always_inline)) inline __m512 K4IlDmin(const uint8_t* blk) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2272)));
+}
+
+// The same with d and dmin given (K4IlD, K4IlDmin: the AMX kernel's super-blocks unpacked ahead
+// keep them as floats).
+__attribute__((always_inline)) inline __m512 K4IlAddScaled(__m512 acc, __m512i isum, const quant::BlockQ8_K& y,
+                                                           const int16_t* sums, const K4IlMins& mins, __m512 d,
+                                                           __m512 dmin) {
   __m512i m = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) m = _mm512_dpwssd_epi32(m, mins.p[k], BroadcastI32(sums + 2 * k));
   const __m512 yd = _mm512_set1_ps(y.d);
-  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
-  const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2272)));
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, yd), acc);
   return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, yd), acc);
+}
+
+__attribute__((always_inline)) inline __m512 K4IlAdd(__m512 acc, __m512i isum, const quant::BlockQ8_K& y,
+                                                     const int16_t* sums, const K4IlMins& mins, const uint8_t* blk) {
+  return K4IlAddScaled(acc, isum, y, sums, mins, K4IlD(blk), K4IlDmin(blk));
 }
 
 // The 8 sub-block sums of super-block i of an activation row of nb super-blocks (interleave.h).
