@@ -17,7 +17,7 @@
 // picks. A prompt passes each group of weights once per 16 tokens: Q4_0, Q5_0 and Q4_K are also
 // offered unpacked ahead (UnpackedGemm, kernels.h), so that the unpacking (Q4_K: its scales' too) is
 // done once per prompt, not once per 16 tokens (Xeon VM, 8 alternating rounds, medians, pp512:
-// Q4_0 319.7 -> 371.9 tokens/s; Q4_K_M within the noise, 285.9 -> 287.2; docs/architecture.md).
+// Q4_0 319.7 -> 371.9 tokens/s; Q4_K_M 1.02-1.06 times, see docs/architecture.md).
 //
 // Tile state: the OS grants it per process (sys::RequestAmxTiles, asked before this table is
 // built); each thread loads its tile configuration before its first product and again when the
