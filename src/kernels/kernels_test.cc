@@ -537,31 +537,19 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
   }
 }
 
-// Interleaved Q4_K at the ends of its ranges, to the bit, for every table and row count: nibbles all
-// 0 or all 15 with every scale and min 63, against activation rows of quants all -127 or all 127
-// (the Q8_K quantizer's range: a constant row) or alternating, and rows made all -128 or
-// alternating -128 and 127 by hand (the whole int8 range, which the kernels must take too). The
-// AMX kernel's sub-block sums are 16-bit numbers (T_j = S_j - 7 B_j, at most 32 * 128 * 8 = 32768
-// from below); a kernel that used them without the bias taken out would overflow here.
-TEST(InterleavedTest, Q4KAtTheEndsOfItsRangesIsExact) {
-  const int64_t rows = 16, n = 512;
+// A K-quant matrix `w` (16 rows of n) at the ends of its ranges against activation rows of quants
+// all -127 or all 127 (the Q8_K quantizer's range: a constant row) or alternating, and rows made
+// all -128 or alternating -128 and 127 by hand (the whole int8 range, which the kernels must take
+// too): every interleaved table gives the reference gemm's bits for every row count, and the
+// reference gemm is the reference row dot, up to float rounding. `tables`: how many tables it checked.
+void CheckInterleavedKAtTheEnds(TensorType type, const std::vector<uint8_t>& w, int64_t n, int* tables) {
+  const int64_t rows = 16;
   constexpr int kRows = 16;
-  const size_t row_bytes = quant::RowBytes(TensorType::kQ4_K, n);
-  std::vector<uint8_t> w(row_bytes * rows), wi(row_bytes * rows);
-  const uint8_t fills[4] = {0x00, 0xFF, 0x0F, 0xF0};  // nibbles 0/0, 15/15, 15/0, 0/15
-  for (int64_t r = 0; r < rows; ++r) {
-    auto* blocks = reinterpret_cast<quant::BlockQ4_K*>(w.data() + r * row_bytes);
-    for (int64_t b = 0; b < n / quant::kQKK; ++b) {
-      quant::BlockQ4_K& q = blocks[b];
-      q.d = quant::Fp32ToFp16(0.5f + 0.125f * static_cast<float>(r));
-      q.dmin = quant::Fp32ToFp16(0.25f);
-      std::memset(q.scales, 0xFF, sizeof(q.scales));  // every 6-bit scale and min 63
-      std::memset(q.qs, fills[(r + b) % 4], sizeof(q.qs));
-    }
-  }
-  Interleave(TensorType::kQ4_K, w.data(), wi.data(), rows, n);
+  const size_t row_bytes = quant::RowBytes(type, n);
+  std::vector<uint8_t> wi(w.size());
+  Interleave(type, w.data(), wi.data(), rows, n);
   // The activation rows, made by the reference quantizer (and by hand) once for every table.
-  const size_t stride = InterleavedActRowBytes(TensorType::kQ4_K, n);
+  const size_t stride = InterleavedActRowBytes(type, n);
   std::vector<uint8_t> act(stride * kRows);
   for (int j = 0; j < kRows; ++j) {
     const bool alternate = j % 2 == 1, by_hand = j % 4 >= 2;
@@ -585,30 +573,30 @@ TEST(InterleavedTest, Q4KAtTheEndsOfItsRangesIsExact) {
         }
       }
     }
-    FinishActRow(TensorType::kQ4_K, row, n);
+    FinishActRow(type, row, n);
   }
   std::vector<float> want(kRows * rows);
-  GemmInterleavedReference(TensorType::kQ4_K, n, wi.data(), act.data(), stride, kRows, want.data(), rows);
+  GemmInterleavedReference(type, n, wi.data(), act.data(), stride, kRows, want.data(), rows);
   // The reference gemm is the reference row dot here too, up to float rounding (relative to the
   // sum of the products' magnitudes).
-  const quant::TypeOps& q4k = *quant::ReferenceOps(TensorType::kQ4_K);
+  const quant::TypeOps& qw = *quant::ReferenceOps(type);
   const quant::TypeOps& q8k = *quant::ReferenceOps(TensorType::kQ8_K);
   for (int j = 0; j < kRows; ++j) {
     std::vector<float> xa(n), xw(n);
     q8k.dequantize_row(act.data() + j * stride, xa.data(), n);
     for (int64_t r = 0; r < rows; ++r) {
-      q4k.dequantize_row(w.data() + r * row_bytes, xw.data(), n);
+      qw.dequantize_row(w.data() + r * row_bytes, xw.data(), n);
       double magnitude = 0;
       for (int64_t e = 0; e < n; ++e) magnitude += std::fabs(static_cast<double>(xw[e]) * xa[e]);
-      const float dot = q4k.vec_dot(n, w.data() + r * row_bytes, act.data() + j * stride);
+      const float dot = qw.vec_dot(n, w.data() + r * row_bytes, act.data() + j * stride);
       ASSERT_NEAR(want[j * rows + r], dot, 1e-5 * magnitude) << "row " << r << " activation " << j;
     }
   }
-  int tables = 0;
+  *tables = 0;
   for (const KernelTable* t : Available()) {
-    const GemmInterleavedFn gemm = t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)];
+    const GemmInterleavedFn gemm = t->gemm_interleaved[static_cast<uint32_t>(type)];
     if (gemm == nullptr) continue;
-    ++tables;
+    ++*tables;
     SCOPED_TRACE(IsaName(t->isa));
     for (int na = 1; na <= t->gemm_interleaved_rows; ++na) {
       std::vector<float> got(kRows * rows, -1.0f);
@@ -620,10 +608,62 @@ TEST(InterleavedTest, Q4KAtTheEndsOfItsRangesIsExact) {
       }
     }
   }
+}
+
+// Interleaved Q4_K at the ends of its ranges, to the bit, for every table and row count (above):
+// nibbles all 0 or all 15 with every scale and min 63. The AMX kernel's sub-block sums are 16-bit
+// numbers (T_j = S_j - 7 B_j, at most 32 * 128 * 8 = 32768 from below); a kernel that used them
+// without the bias taken out would overflow here.
+TEST(InterleavedTest, Q4KAtTheEndsOfItsRangesIsExact) {
+  const int64_t rows = 16, n = 512;
+  const size_t row_bytes = quant::RowBytes(TensorType::kQ4_K, n);
+  std::vector<uint8_t> w(row_bytes * rows);
+  const uint8_t fills[4] = {0x00, 0xFF, 0x0F, 0xF0};  // nibbles 0/0, 15/15, 15/0, 0/15
+  for (int64_t r = 0; r < rows; ++r) {
+    auto* blocks = reinterpret_cast<quant::BlockQ4_K*>(w.data() + r * row_bytes);
+    for (int64_t b = 0; b < n / quant::kQKK; ++b) {
+      quant::BlockQ4_K& q = blocks[b];
+      q.d = quant::Fp32ToFp16(0.5f + 0.125f * static_cast<float>(r));
+      q.dmin = quant::Fp32ToFp16(0.25f);
+      std::memset(q.scales, 0xFF, sizeof(q.scales));  // every 6-bit scale and min 63
+      std::memset(q.qs, fills[(r + b) % 4], sizeof(q.qs));
+    }
+  }
+  int tables = 0;
+  CheckInterleavedKAtTheEnds(TensorType::kQ4_K, w, n, &tables);
+  if (HasFatalFailure()) return;
   if (Cpu().avx512vnni) {
     EXPECT_GE(tables, 1) << "no interleaved Q4_K kernel on a CPU with AVX-512 VNNI";
   }
   if (tables == 0) GTEST_SKIP() << "no interleaved Q4_K kernel on this CPU: only the reference gemm was checked";
+}
+
+// The same for Q6_K: stored values all 0 or all 63 (or halves of each) with scales -128 and 127. A
+// group's sum of 16 stored values times the quants reaches 16 * 63 * -128 = -129024, past 16 bits:
+// the AVX-512 kernel splits it into a low byte and an int16 (S >> 8) for its VPDPWSSD against
+// (sc, 256 sc), whose upper half is -32768 for sc = -128.
+TEST(InterleavedTest, Q6KAtTheEndsOfItsRangesIsExact) {
+  const int64_t rows = 16, n = 512;
+  const size_t row_bytes = quant::RowBytes(TensorType::kQ6_K, n);
+  std::vector<uint8_t> w(row_bytes * rows);
+  const uint8_t fills[4] = {0x00, 0xFF, 0x0F, 0xF0};
+  for (int64_t r = 0; r < rows; ++r) {
+    auto* blocks = reinterpret_cast<quant::BlockQ6_K*>(w.data() + r * row_bytes);
+    for (int64_t b = 0; b < n / quant::kQKK; ++b) {
+      quant::BlockQ6_K& q = blocks[b];
+      q.d = quant::Fp32ToFp16(0.5f + 0.125f * static_cast<float>(r));
+      std::memset(q.ql, fills[(r + b) % 4], sizeof(q.ql));
+      std::memset(q.qh, fills[(r + b + r / 4) % 4], sizeof(q.qh));
+      for (int k = 0; k < quant::kQKK / 16; ++k) q.scales[k] = (k + r) % 2 == 0 ? int8_t{-128} : int8_t{127};
+    }
+  }
+  int tables = 0;
+  CheckInterleavedKAtTheEnds(TensorType::kQ6_K, w, n, &tables);
+  if (HasFatalFailure()) return;
+  if (Cpu().avx512vnni) {
+    EXPECT_GE(tables, 1) << "no interleaved Q6_K kernel on a CPU with AVX-512 VNNI";
+  }
+  if (tables == 0) GTEST_SKIP() << "no interleaved Q6_K kernel on this CPU: only the reference gemm was checked";
 }
 
 // MatMulInterleaved over a pool equals MatMul on the file layout within rounding, and a token's

@@ -1413,15 +1413,39 @@ void GemmQ4KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int 
 // Per 64 elements (p): 8 chunks of nibbles and 4 of top bits make 16 vectors of stored values
 // (0..63; a nibble OR its two top bits moved to bits 4-5), each 4 elements of 16 rows; the 4
 // vectors of a group of 16 elements are one VPDPBUSD chain per activation row against its quants
-// broadcast, then scaled by the group's 16 int8 scales (VPMULLD). The offset (stored value - 32) comes
-// out once per super-block: 32 sum_j sc_j B_j against the activation's bsums by VPDPWSSD (the
-// scales as int16 pairs). All integer sums are exact; one fused multiply-add per super-block and
-// activation row, whatever NA.
+// broadcast, then scaled by the group's 16 int8 scales (VPMULLD, or VPMADDWD / VPDPWSSD: see
+// K6SumHalves). The offset (stored value - 32) comes out once per super-block: 32 sum_j sc_j B_j
+// against the activation's bsums by VPDPWSSD (the scales as int16 pairs). All integer sums are
+// exact; one fused multiply-add per super-block and activation row, whatever NA.
 // The groups go two at a time (a half: the low and the high nibbles of 4 chunks), so that 8 rows
 // need 16 chains and one pass: in two passes of 4 rows, as before, each chunk was unpacked twice
 // and the second pass read the weights again (Xeon VM, one 16 x 2048 group of 8 rows in L2: 2255
 // ns in two passes).
 inline constexpr int kK6IlBytes = 3360;
+
+// sc * S for a group's sum S (|S| <= 16 * 63 * 128 < 2^17) and its scale sc (int8) by one VPMADDWD
+// or VPDPWSSD instead of a VPMULLD (two uops on Intel's port 0): S = lo + 256 hi with lo = S's low
+// byte (0..255) and hi = S >> 8 (an int16), made by one byte shuffle (K6SumHalves), against the
+// pair (sc, 256 sc), both int16 (256 sc lies in -32768..32512) (K6ScalePairs). The same integer.
+// Up to kK6MulRows activation rows keep VPMULLD: making the pairs costs more than it saves for a
+// row or two, and one row's isum chain would wait on two VPDPWSSD a half (Xeon VM, one 16 x 2048
+// group in L1, 3 alternating runs: 1 row 513-538 ns with VPMULLD against 553-581 with the pairs;
+// 4 rows 1077-1190 against 1034-1046, 8 rows 1945-2071 against 1749-1762).
+inline constexpr int kK6MulRows = 2;
+__attribute__((always_inline)) inline __m512i K6SumHalves(__m512i s) {
+  // Per 32-bit lane: its bytes 0, zero, 1, 2 (VPSHUFB indexes bytes within 128 bits; index bit 7
+  // set: a zero byte).
+  const __m512i idx =
+      _mm512_broadcast_i32x4(_mm_setr_epi32(0x02018000, 0x06058004, 0x0A098008, 0x0E0D800C));
+  return _mm512_shuffle_epi8(s, idx);
+}
+// The 16 rows' pairs (sc, 256 sc) of a group, from its 16 int8 scales at p.
+__attribute__((always_inline)) inline __m512i K6ScalePairs(const uint8_t* p) {
+  const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  // Lower half sc (its int32's low 16 bits), upper half sc << 8 (bits 24..31 of sc << 24):
+  // (a & b) | c.
+  return _mm512_ternarylogic_epi32(sc, _mm512_set1_epi32(0xFFFF), _mm512_slli_epi32(sc, 24), 0xEA);
+}
 
 template <int NA>
 void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out, int64_t ldo) {
@@ -1479,14 +1503,23 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
         // Unrolled for any NA, as the Q4_K kernel.
 #pragma GCC unroll 4
         for (int h = 0; h < 4; ++h) chunk(h);
-        const __m512i sc_lo =
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * (4 * p + H))));
-        const __m512i sc_hi =
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * (4 * p + 2 + H))));
+        const uint8_t* sc = blk + 3072 + 16 * (4 * p + H);  // group H's scales; group 2 + H's 32 on
+        if constexpr (NA <= kK6MulRows) {
+          const __m512i sc_lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+          const __m512i sc_hi =
+              _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 32)));
 #pragma GCC unroll 8
-        for (int r = 0; r < NA; ++r) {
-          isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(_mm512_mullo_epi32(s[r][0], sc_lo),
-                                                               _mm512_mullo_epi32(s[r][1], sc_hi)));
+          for (int r = 0; r < NA; ++r) {
+            isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(_mm512_mullo_epi32(s[r][0], sc_lo),
+                                                                 _mm512_mullo_epi32(s[r][1], sc_hi)));
+          }
+        } else {
+          const __m512i sc_lo = K6ScalePairs(sc), sc_hi = K6ScalePairs(sc + 32);
+#pragma GCC unroll 8
+          for (int r = 0; r < NA; ++r) {
+            isum[r] = _mm512_dpwssd_epi32(isum[r], K6SumHalves(s[r][0]), sc_lo);
+            isum[r] = _mm512_dpwssd_epi32(isum[r], K6SumHalves(s[r][1]), sc_hi);
+          }
         }
       };
       half(std::integral_constant<int, 0>{});
