@@ -288,9 +288,29 @@ __attribute__((always_inline)) inline void MakeK4Steps(const uint8_t* blk, K4Ste
 }
 
 // Q4_K unpacked ahead (UnpackedGemm, kernels.h), per super-block: its 8 B tiles as the kernel's
-// unpacking makes them, then its K4Steps (18 vectors), 5248 bytes.
+// unpacking makes them, then its K4Steps (18 vectors, in the order below), 5248 bytes.
 constexpr int64_t kK4Tiles = 8 * 8 * 64;
 constexpr int64_t kK4UnpackedBytes = kK4Tiles + 18 * 64;
+
+// A K4Steps as 18 vectors at o: sc32[0..8), bias[0..4), mins.p[0..4), d, dmin.
+__attribute__((always_inline)) inline void StoreK4Steps(const K4Steps& st, uint8_t* o) {
+  for (int j = 0; j < 8; ++j) _mm512_storeu_si512(o + 64 * j, st.sc32[j]);
+  for (int k = 0; k < 4; ++k) _mm512_storeu_si512(o + 64 * (8 + k), st.bias[k]);
+  for (int k = 0; k < 4; ++k) _mm512_storeu_si512(o + 64 * (12 + k), st.mins.p[k]);
+  _mm512_storeu_ps(o + 64 * 16, st.d);
+  _mm512_storeu_ps(o + 64 * 17, st.dmin);
+}
+
+__attribute__((always_inline)) inline void LoadK4Steps(const uint8_t* o, K4Steps* st) {
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) st->sc32[j] = _mm512_loadu_si512(o + 64 * j);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) st->bias[k] = _mm512_loadu_si512(o + 64 * (8 + k));
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) st->mins.p[k] = _mm512_loadu_si512(o + 64 * (12 + k));
+  st->d = _mm512_loadu_ps(o + 64 * 16);
+  st->dmin = _mm512_loadu_ps(o + 64 * 17);
+}
 
 // The 8 sub-blocks' B tiles of a super-block: its nibbles minus kK4Bias (one VPERMB lookup per 64
 // bytes), sub-block j to u + 512 j.
@@ -320,24 +340,8 @@ void UnpackAmxQ4K(int64_t n, const void* w, void* dst) {
     UnpackK4Tiles<false>(blk, table, reinterpret_cast<int8_t*>(out));
     K4Steps st;
     MakeK4Steps(blk, &st);
-    uint8_t* o = out + kK4Tiles;
-    for (int j = 0; j < 8; ++j) _mm512_storeu_si512(o + 64 * j, st.sc32[j]);
-    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(o + 64 * (8 + k), st.bias[k]);
-    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(o + 64 * (12 + k), st.mins.p[k]);
-    _mm512_storeu_ps(o + 64 * 16, st.d);
-    _mm512_storeu_ps(o + 64 * 17, st.dmin);
+    StoreK4Steps(st, out + kK4Tiles);
   }
-}
-
-__attribute__((always_inline)) inline void LoadK4Steps(const uint8_t* o, K4Steps* st) {
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) st->sc32[j] = _mm512_loadu_si512(o + 64 * j);
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) st->bias[k] = _mm512_loadu_si512(o + 64 * (8 + k));
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) st->mins.p[k] = _mm512_loadu_si512(o + 64 * (12 + k));
-  st->d = _mm512_loadu_ps(o + 64 * 16);
-  st->dmin = _mm512_loadu_ps(o + 64 * 17);
 }
 
 // kUnpacked: `w` is what UnpackAmxQ4K made of the group, not the group itself.

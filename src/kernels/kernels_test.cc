@@ -509,7 +509,8 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
         ASSERT_GT(up.bytes_per_block, 0);
         std::vector<float> from_unpacked(kRows * rows, -1.0f);
         for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
-          // One byte past a 64-byte boundary: the kernel takes any alignment.
+          // One byte into a heap block (so, with the allocator's alignment of at least 8, not
+          // 64-byte aligned): the kernel takes any alignment.
           std::vector<uint8_t> u(up.bytes_per_block * (n / quant::kQK) + 1, 0xA5);
           up.unpack(n, wi.data() + g * group, u.data() + 1);
           up.gemm(n, u.data() + 1, at.data(), s_stride, na, from_unpacked.data() + g * kInterleaveRows, rows);
