@@ -158,6 +158,7 @@ void Context::Reserve(int64_t n) {
   k_buf_.resize(n * p_.kv_dim());
   v_buf_.resize(n * p_.kv_dim());
   rope_cs_.resize(n * p_.head_dim);
+  if (p_.n_swa > 0) rope_cs_local_.resize(n * p_.head_dim);
   // With experts a decode step holds every chosen expert's gate and up (n_expert_used rows).
   const int64_t ff = std::max({n * p_.n_ff, n * p_.n_ff_exp, p_.n_expert_used * p_.n_ff_exp, n * p_.n_ff_shexp});
   gate_.resize(ff);
@@ -225,6 +226,7 @@ Status Context::Forward(const Batch& b, const float* hidden_in) {
   }
   TANDEM_RETURN_IF_ERROR(cache_.Allocate(b.seq.data(), b.pos.data(), n, cells_.data(), window_cells_.data()));
   PlanAttention(b);
+  RopeAngles(b);
   for (int64_t il = layer_begin_; il < host_end_; ++il) {
     Layer(il, b, cache_.pool_of(il - layer_begin_) == KvCache::kWindow ? window_cells_.data() : cells_.data());
   }
@@ -251,7 +253,7 @@ Status Context::Forward(const Batch& b, const float* hidden_in) {
 // The batch as the GPU layers see it: each token's cells, each pool's cells by sequence and
 // position with each token's part of them, the RoPE angles, the rows wanting logits.
 Status Context::RunGpu(const Batch& b) {
-  const int64_t n = b.size(), D = p_.head_dim, half = D / 2;
+  const int64_t n = b.size();
   if (cache_.capacity(KvCache::kWindow) > 0) TANDEM_RETURN_IF_ERROR(gpu_->GrowWindow(cache_.capacity(KvCache::kWindow)));
   GpuBatch g;
   g.n = n;
@@ -273,20 +275,8 @@ Status Context::RunGpu(const Batch& b) {
     g.seq_cells[pool] = &gpu_seq_cells_[pool];
     g.tok[pool] = &gpu_tok_[pool];
   }
-  gpu_cs_.resize(n * D);
-  gpu_cs_local_.resize(n * D);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t i = 0; i < half; ++i) {
-      const float theta = static_cast<float>(b.pos[t]) * rope_inv_freq_[i];
-      gpu_cs_[t * D + i] = std::cos(theta);
-      gpu_cs_[t * D + half + i] = std::sin(theta);
-      const float local = static_cast<float>(b.pos[t]) * rope_inv_freq_local_[i];
-      gpu_cs_local_[t * D + i] = std::cos(local);
-      gpu_cs_local_[t * D + half + i] = std::sin(local);
-    }
-  }
-  g.rope_cs = gpu_cs_.data();
-  g.rope_cs_local = gpu_cs_local_.data();
+  g.rope_cs = rope_cs_.data();
+  g.rope_cs_local = p_.n_swa > 0 ? rope_cs_local_.data() : nullptr;  // only sliding layers read it
   gpu_logit_rows_.clear();
   if (is_last()) {
     for (int64_t t = 0; t < n; ++t) {
@@ -359,11 +349,10 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
     }
   };
   const int64_t half = D / 2;
-  const bool local = p_.IsLocalLayer(il);
-  const float* inv_freq = local ? rope_inv_freq_local_.data() : rope_inv_freq_.data();
+  const float* rope_cs = p_.IsLocalLayer(il) ? rope_cs_local_.data() : rope_cs_.data();
   // Per token (on the pool's threads when there are several): biases, norms, rotation, the cache.
   ForEachToken(pool_, n, [&](int64_t t) {
-    float* cs = &rope_cs_[t * D];  // cos[half], sin[half] at the token's position
+    const float* cs = rope_cs + t * D;  // cos[half], sin[half] at the token's position
     float* q = &q_[t * qd];
     float* k = &k_buf_[t * kvd];
     float* v = &v_buf_[t * kvd];
@@ -375,11 +364,6 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
     if (w.q_norm != nullptr) {
       for (int64_t h = 0; h < p_.n_head; ++h) f.rmsnorm(q + h * D, w.q_norm, q + h * D, D, p_.rms_eps);
       for (int64_t h = 0; h < p_.n_head_kv; ++h) f.rmsnorm(k + h * D, w.k_norm, k + h * D, D, p_.rms_eps);
-    }
-    for (int64_t i = 0; i < half; ++i) {
-      const float theta = static_cast<float>(b.pos[t]) * inv_freq[i];
-      cs[i] = std::cos(theta);
-      cs[half + i] = std::sin(theta);
     }
     const bool halves = p_.rope_order == RopeOrder::kHalves;
     for (int64_t h = 0; h < p_.n_head; ++h) f.rope(q + h * D, D, cs, cs + half, halves);
@@ -529,6 +513,21 @@ void Context::SharedExpert(const LayerWeights& w, int64_t n, float* out) {
     const float g = 1.0f / (1.0f + std::exp(-k_.f.dot(&xn_[t * E], w.shexp_gate_inp, E)));
     k_.f.axpy(g, &shexp_out_[t * E], &out[t * E], E);
   }
+}
+
+void Context::RopeAngles(const Batch& b) {
+  const int64_t D = p_.head_dim, half = D / 2;
+  auto fill = [&](const std::vector<float>& inv_freq, std::vector<float>& cs) {
+    ForEachToken(pool_, b.size(), [&](int64_t t) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float theta = static_cast<float>(b.pos[t]) * inv_freq[i];
+        cs[t * D + i] = std::cos(theta);
+        cs[t * D + half + i] = std::sin(theta);
+      }
+    });
+  };
+  fill(rope_inv_freq_, rope_cs_);
+  if (p_.n_swa > 0) fill(rope_inv_freq_local_, rope_cs_local_);
 }
 
 // Lists the cells of each sequence of the batch by position, in each pool of the cache its

@@ -165,6 +165,9 @@ class Context {
   void SharedExpert(const LayerWeights& w, int64_t n, float* out);
   void GeluMul(float* gate, const float* up, int64_t n);
   void PlanAttention(const Batch& batch);
+  // Each token's RoPE cos and sin (rope_cs_, and rope_cs_local_ where layers slide), once per
+  // batch for every layer (CPU and GPU).
+  void RopeAngles(const Batch& batch);
   void PlanCells(const Batch& batch, KvCache::Pool pool);
   void Attention(int64_t il, const Batch& batch, int64_t n);
   void AttendTile(int th, int64_t layer, const Tile& tile, int64_t kvh, const CellPlan& plan, bool local);
@@ -185,6 +188,7 @@ class Context {
   std::vector<float> rope_inv_freq_;  // [head_dim / 2]
   std::vector<float> rope_inv_freq_local_;  // of the sliding-window layers (their own base)
   std::vector<float> rope_cs_;        // cos and sin at each token's position [n][head_dim]
+  std::vector<float> rope_cs_local_;  // the same at the sliding-window layers' base (n_swa > 0)
 
   // Activations for up to `reserved_` tokens.
   int64_t reserved_ = 0;
@@ -219,7 +223,6 @@ class Context {
   std::unique_ptr<GpuLayers> gpu_;
   Status gpu_status_;
   std::vector<int32_t> gpu_cells_[2], gpu_seq_cells_[2], gpu_tok_[2], gpu_logit_rows_;
-  std::vector<float> gpu_cs_, gpu_cs_local_;
 };
 
 }  // namespace tandem::model
