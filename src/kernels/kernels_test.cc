@@ -542,8 +542,9 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
 // all -127 or all 127 (the Q8_K quantizer's range: a constant row) or alternating, and rows made
 // all -128 or alternating -128 and 127 by hand (the whole int8 range, which the kernels must take
 // too): every interleaved table gives the reference gemm's bits for every row count, and the
-// reference gemm is the reference row dot, up to float rounding. `tables`: how many tables it checked.
-void CheckInterleavedKAtTheEnds(TensorType type, const std::vector<uint8_t>& w, int64_t n, int* tables) {
+// reference gemm is the reference row dot, up to float rounding. A CPU with AVX-512 VNNI must have
+// such a table; without any, the test is skipped by name (only the reference was checked).
+void CheckInterleavedKAtTheEnds(TensorType type, const std::vector<uint8_t>& w, int64_t n) {
   const int64_t rows = 16;
   constexpr int kRows = 16;
   const size_t row_bytes = quant::RowBytes(type, n);
@@ -593,11 +594,11 @@ void CheckInterleavedKAtTheEnds(TensorType type, const std::vector<uint8_t>& w, 
       ASSERT_NEAR(want[j * rows + r], dot, 1e-5 * magnitude) << "row " << r << " activation " << j;
     }
   }
-  *tables = 0;
+  int tables = 0;
   for (const KernelTable* t : Available()) {
     const GemmInterleavedFn gemm = t->gemm_interleaved[static_cast<uint32_t>(type)];
     if (gemm == nullptr) continue;
-    ++*tables;
+    ++tables;
     SCOPED_TRACE(IsaName(t->isa));
     for (int na = 1; na <= t->gemm_interleaved_rows; ++na) {
       std::vector<float> got(kRows * rows, -1.0f);
@@ -609,6 +610,11 @@ void CheckInterleavedKAtTheEnds(TensorType type, const std::vector<uint8_t>& w, 
       }
     }
   }
+  const std::string name(gguf::TensorTypeName(type));
+  if (Cpu().avx512vnni) {
+    EXPECT_GE(tables, 1) << "no interleaved " << name << " kernel on a CPU with AVX-512 VNNI";
+  }
+  if (tables == 0) GTEST_SKIP() << "no interleaved " << name << " kernel on this CPU: only the reference gemm was checked";
 }
 
 // Interleaved Q4_K at the ends of its ranges, to the bit, for every table and row count (above):
@@ -630,13 +636,7 @@ TEST(InterleavedTest, Q4KAtTheEndsOfItsRangesIsExact) {
       std::memset(q.qs, fills[(r + b) % 4], sizeof(q.qs));
     }
   }
-  int tables = 0;
-  CheckInterleavedKAtTheEnds(TensorType::kQ4_K, w, n, &tables);
-  if (HasFatalFailure()) return;
-  if (Cpu().avx512vnni) {
-    EXPECT_GE(tables, 1) << "no interleaved Q4_K kernel on a CPU with AVX-512 VNNI";
-  }
-  if (tables == 0) GTEST_SKIP() << "no interleaved Q4_K kernel on this CPU: only the reference gemm was checked";
+  CheckInterleavedKAtTheEnds(TensorType::kQ4_K, w, n);
 }
 
 // The same for Q6_K: stored values all 0 or all 63 (or halves of each) with scales -128 and 127. A
@@ -658,13 +658,7 @@ TEST(InterleavedTest, Q6KAtTheEndsOfItsRangesIsExact) {
       for (int k = 0; k < quant::kQKK / 16; ++k) q.scales[k] = (k + r) % 2 == 0 ? int8_t{-128} : int8_t{127};
     }
   }
-  int tables = 0;
-  CheckInterleavedKAtTheEnds(TensorType::kQ6_K, w, n, &tables);
-  if (HasFatalFailure()) return;
-  if (Cpu().avx512vnni) {
-    EXPECT_GE(tables, 1) << "no interleaved Q6_K kernel on a CPU with AVX-512 VNNI";
-  }
-  if (tables == 0) GTEST_SKIP() << "no interleaved Q6_K kernel on this CPU: only the reference gemm was checked";
+  CheckInterleavedKAtTheEnds(TensorType::kQ6_K, w, n);
 }
 
 // MatMulInterleaved over a pool equals MatMul on the file layout within rounding, and a token's
