@@ -662,7 +662,8 @@ TEST(InterleavedTest, Q6KAtTheEndsOfItsRangesIsExact) {
 }
 
 // MatMulInterleaved over a pool equals MatMul on the file layout within rounding, and a token's
-// outputs do not depend on how many tokens share the call.
+// outputs do not depend on how many tokens share the call. The outputs go to rows wider than the
+// matrix's (a stride of rows + 5), whose padding stays as it was.
 TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   const KernelTable& k = Best();
   if (k.gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] == nullptr) GTEST_SKIP() << "no interleaved kernels here";
@@ -671,9 +672,11 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   // More than one call's rows on every table, and pieces of work larger than a block of groups
   // (matmul.cc: 8): a thread takes a quarter of its share at a time, 9 of its 33 of the 65 groups.
   // 45 tokens: on the AMX table three groups of more than 8 (16, 16, 13), read from weights
-  // unpacked ahead (UnpackedGemm); 21: one such group and one of 5 on the VNNI kernel.
-  const int64_t rows = 1040;
-  for (const int64_t tokens : {int64_t{21}, int64_t{45}})
+  // unpacked ahead (UnpackedGemm); 21: one such group and one of 5 on the VNNI kernel. 2, 8 and
+  // (on the AMX table) 13: small batches, one kernel call per group, staged (matmul.cc).
+  const int64_t rows = 1040, stride = rows + 5;
+  constexpr float kPad = -7.5f;
+  for (const int64_t tokens : {int64_t{2}, int64_t{8}, int64_t{13}, int64_t{21}, int64_t{45}})
   for (TensorType type :
        {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K})
   for (int64_t n : {256, 512, 768, 800}) {
@@ -688,13 +691,18 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
     }
     Interleave(type, w.data(), wi.data(), rows, n);
     const std::vector<float> x = Random(n * tokens, 77);
-    std::vector<float> y0(rows * tokens), y1(rows * tokens), y2(rows);
+    std::vector<float> y0(rows * tokens), y1(stride * tokens, kPad), y2(rows);
     MatMul(k, pool, type, w.data(), rows, n, x.data(), tokens, y0.data(), rows, scratch);
-    MatMulInterleaved(k, pool, type, wi.data(), rows, n, x.data(), tokens, y1.data(), rows, scratch);
-    for (int64_t i = 0; i < rows * tokens; ++i) ASSERT_NEAR(y1[i], y0[i], 1e-4 * (std::fabs(y0[i]) + 1)) << i;
+    MatMulInterleaved(k, pool, type, wi.data(), rows, n, x.data(), tokens, y1.data(), stride, scratch);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t i = 0; i < rows; ++i) {
+        ASSERT_NEAR(y1[t * stride + i], y0[t * rows + i], 1e-4 * (std::fabs(y0[t * rows + i]) + 1)) << t << " " << i;
+      }
+      for (int64_t i = rows; i < stride; ++i) ASSERT_EQ(y1[t * stride + i], kPad) << "padding of token " << t;
+    }
     for (int64_t t = 0; t < tokens; ++t) {
       MatMulInterleaved(k, pool, type, wi.data(), rows, n, x.data() + t * n, 1, y2.data(), rows, scratch);
-      ASSERT_EQ(std::memcmp(y2.data(), y1.data() + t * rows, rows * sizeof(float)), 0) << "token " << t;
+      ASSERT_EQ(std::memcmp(y2.data(), y1.data() + t * stride, rows * sizeof(float)), 0) << "token " << t;
     }
   }
 }
