@@ -142,6 +142,17 @@ uint8_t* UnpackBuffer(size_t bytes) {
   return buffer.data() + ((kAlign - at % kAlign) % kAlign);
 }
 
+bool Staged(const KernelTable& k, int64_t n_tokens) {
+  return n_tokens > 1 && n_tokens <= std::min<int64_t>(k.gemm_interleaved_rows, kStagedTokens);
+}
+
+// Group g's outputs for a small batch (one kernel call) into a block's stage: stage[t * width + j]
+// is token t's output j of the block that starts at group g0.
+inline void StageGroup(GemmInterleavedFn gemm, int64_t cols, const uint8_t* wb, size_t group_bytes, const uint8_t* a,
+                       size_t a_stride, int64_t n_tokens, int64_t g, int64_t g0, int64_t width, float* stage) {
+  gemm(cols, wb + g * group_bytes, a, a_stride, static_cast<int>(n_tokens), stage + (g - g0) * kInterleaveRows, width);
+}
+
 void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t cols, const uint8_t* a,
                 size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end) {
   const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
@@ -157,16 +168,13 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const bool unpack = up.gemm != nullptr && n_tokens > max_rows;
   const size_t unpacked_bytes = unpack ? static_cast<size_t>(up.bytes_per_block * (cols / quant::kQK)) : 0;
   uint8_t* unpacked = unpack ? UnpackBuffer(unpacked_bytes * static_cast<size_t>(block)) : nullptr;
-  const bool staged = n_tokens > 1 && n_tokens <= std::min(max_rows, kStagedTokens);
+  const bool staged = Staged(k, n_tokens);
   alignas(64) float stage[kGroupBlock * kStagedTokens * kInterleaveRows];  // 8 KB; used only when staged
   for (int64_t g0 = begin; g0 < end; g0 += block) {
     const int64_t g1 = std::min(end, g0 + block);
-    if (staged) {  // one call per group; stage[t * width + j]: token t's output j of the block
+    if (staged) {
       const int64_t width = (g1 - g0) * kInterleaveRows;
-      const int na = static_cast<int>(n_tokens);
-      for (int64_t g = g0; g < g1; ++g) {
-        gemm(cols, wb + g * group_bytes, a, a_stride, na, stage + (g - g0) * kInterleaveRows, width);
-      }
+      for (int64_t g = g0; g < g1; ++g) StageGroup(gemm, cols, wb, group_bytes, a, a_stride, n_tokens, g, g0, width, stage);
       for (int64_t t = 0; t < n_tokens; ++t) std::copy_n(stage + t * width, width, y + t * y_stride + g0 * kInterleaveRows);
       continue;
     }
@@ -224,6 +232,42 @@ void MatMulInterleavedSameInput(const KernelTable& k, ThreadPool& pool, std::spa
       if (b >= e) continue;
       const GemmJob& job = jobs[j];
       GemmGroups(k, job.wtype, job.w, cols, a, a_stride, n_tokens, job.y, job.y_stride, b - first[j], e - first[j]);
+    }
+  });
+}
+
+bool SiluMulFusable(const KernelTable& k, TensorType gate_type, TensorType up_type, int64_t cols, int64_t n_tokens) {
+  auto has = [&](TensorType t) { return k.gemm_interleaved[static_cast<uint32_t>(t)] != nullptr; };
+  return Staged(k, n_tokens) && has(gate_type) && has(up_type) &&
+         InterleavedActType(gate_type) == InterleavedActType(up_type) &&
+         InterleavedActRowBytes(gate_type, cols) == InterleavedActRowBytes(up_type, cols);
+}
+
+void MatMulInterleavedSiluMul(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, const GemmJob& up,
+                              int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
+                              Scratch& scratch) {
+  const size_t a_stride = QuantizeInterleavedActs(k, pool, gate.wtype, cols, x, n_tokens, scratch);
+  const uint8_t* a = scratch.act.data();
+  const GemmInterleavedFn gemm_g = k.gemm_interleaved[static_cast<uint32_t>(gate.wtype)];
+  const GemmInterleavedFn gemm_u = k.gemm_interleaved[static_cast<uint32_t>(up.wtype)];
+  const size_t bytes_g = quant::RowBytes(gate.wtype, cols) * kInterleaveRows;
+  const size_t bytes_u = quant::RowBytes(up.wtype, cols) * kInterleaveRows;
+  const auto* wg = static_cast<const uint8_t*>(gate.w);
+  const auto* wu = static_cast<const uint8_t*>(up.w);
+  pool.ParallelFor(gate.rows / kInterleaveRows, 1, [&](int64_t begin, int64_t end) {
+    alignas(64) float sg[kGroupBlock * kStagedTokens * kInterleaveRows];  // 8 KB each
+    alignas(64) float su[kGroupBlock * kStagedTokens * kInterleaveRows];
+    for (int64_t g0 = begin; g0 < end; g0 += kGroupBlock) {
+      const int64_t g1 = std::min(end, g0 + kGroupBlock), width = (g1 - g0) * kInterleaveRows;
+      // Gate and up alternate group by group: each kernel's prefetches run ahead in its own matrix
+      // into the group it takes next.
+      for (int64_t g = g0; g < g1; ++g) {
+        StageGroup(gemm_g, cols, wg, bytes_g, a, a_stride, n_tokens, g, g0, width, sg);
+        StageGroup(gemm_u, cols, wu, bytes_u, a, a_stride, n_tokens, g, g0, width, su);
+      }
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        k.f.silu_mul(sg + t * width, su + t * width, y + t * y_stride + g0 * kInterleaveRows, width);
+      }
     }
   });
 }

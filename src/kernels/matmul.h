@@ -63,6 +63,21 @@ struct GemmJob {
 void MatMulInterleavedSameInput(const KernelTable& k, ThreadPool& pool, std::span<const GemmJob> jobs, int64_t cols,
                                 const float* x, int64_t n_tokens, Scratch& scratch);
 
+// Whether MatMulInterleavedSiluMul takes these gate and up weights (interleaved, `cols` wide) for
+// n_tokens tokens: a small batch (2 to 16 tokens, within the table's rows per kernel call) of two
+// types the table has interleaved kernels for, whose activations share one format.
+bool SiluMulFusable(const KernelTable& k, TensorType gate_type, TensorType up_type, int64_t cols, int64_t n_tokens);
+
+// A SiLU-gated feed-forward's first half for a small batch: Y[t][r] = silu(G[r] . X[t]) * (U[r] . X[t])
+// (G, U: `gate` and `up`, whose y and y_stride are not used), the two products and the gating in one
+// pass over their 16-row groups, each block's outputs gated on the stack, so that only y is written
+// (a small batch's products wait on every line of output they write: matmul.cc). The same bits as
+// MatMulInterleavedSameInput of the two and k.f.silu_mul over each token's row.
+// REQUIRES: SiluMulFusable(k, gate.wtype, up.wtype, cols, n_tokens); gate.rows == up.rows.
+void MatMulInterleavedSiluMul(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, const GemmJob& up,
+                              int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
+                              Scratch& scratch);
+
 // One product of a batch: y[r] = W[r] . x for r < rows.
 struct MatVecJob {
   TensorType wtype = TensorType::kF32;

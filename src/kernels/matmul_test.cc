@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kernels/interleave.h"
@@ -198,6 +199,71 @@ TEST(MatMulTest, SameInputProductsEqualOneMatMulInterleavedEach) {
   if (Cpu().avx512vnni) {
     EXPECT_GT(batches_run, 0) << "no interleaved kernel on a CPU with AVX-512 VNNI";
   } else if (batches_run == 0) {
+    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
+  }
+}
+
+
+// The SiLU-gated pair in one pass gives the bits of the two products (MatMulInterleavedSameInput)
+// and k.f.silu_mul over each token's row, for small batches on every table that takes them, with
+// gate and up of one type or of two that share Q8_K activations, into rows wider than the matrix
+// (their padding untouched); pairs whose activations differ, one token and more than a kernel
+// call's rows are not taken.
+TEST(MatMulTest, SiluMulInOnePassEqualsProductsThenSiluMul) {
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> d;
+  const int64_t rows = 208, cols = 512, stride = rows + 3;  // 13 groups: a block of 8 and one of 5
+  constexpr float kPad = -3.25f;
+  auto make = [&](TensorType type) {
+    std::vector<float> wf(rows * cols);
+    for (float& v : wf) v = 0.5f * d(rng);
+    const size_t rb = quant::RowBytes(type, cols);
+    std::vector<uint8_t> rowmajor(rb * rows), il(rb * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      quant::ReferenceOps(type)->quantize_row(wf.data() + r * cols, rowmajor.data() + r * rb, cols);
+    }
+    Interleave(type, rowmajor.data(), il.data(), rows, cols);
+    return il;
+  };
+  const std::pair<TensorType, TensorType> pairs[] = {{TensorType::kQ4_K, TensorType::kQ4_K},
+                                                     {TensorType::kQ4_K, TensorType::kQ6_K},
+                                                     {TensorType::kQ4_0, TensorType::kQ4_0},
+                                                     {TensorType::kQ8_0, TensorType::kQ8_0}};
+  int checked = 0;
+  for (const auto& [tg, tu] : pairs) {
+    const std::vector<uint8_t> wg = make(tg), wu = make(tu);
+    for (const KernelTable* k : Available()) {
+      if (!SiluMulFusable(*k, tg, tu, cols, 2)) continue;
+      EXPECT_FALSE(SiluMulFusable(*k, tg, tu, cols, 1));
+      EXPECT_FALSE(SiluMulFusable(*k, tg, tu, cols, k->gemm_interleaved_rows + 1));
+      for (int64_t nt : {int64_t{2}, int64_t{5}, int64_t{8}, int64_t{13}, int64_t{16}}) {
+        if (!SiluMulFusable(*k, tg, tu, cols, nt)) continue;
+        std::vector<float> x(nt * cols);
+        for (float& v : x) v = d(rng);
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(std::string(IsaName(k->isa)) + " " + std::string(gguf::TensorTypeName(tg)) + "/" +
+                       std::string(gguf::TensorTypeName(tu)) + " tokens " + std::to_string(nt) + " threads " +
+                       std::to_string(threads));
+          ThreadPool pool(threads);
+          Scratch scratch;
+          std::vector<float> gate(nt * rows), up(nt * rows), want(nt * stride, kPad), got(nt * stride, kPad);
+          const GemmJob jobs[] = {{tg, wg.data(), rows, gate.data(), rows}, {tu, wu.data(), rows, up.data(), rows}};
+          MatMulInterleavedSameInput(*k, pool, jobs, cols, x.data(), nt, scratch);
+          for (int64_t t = 0; t < nt; ++t) k->f.silu_mul(&gate[t * rows], &up[t * rows], &want[t * stride], rows);
+          MatMulInterleavedSiluMul(*k, pool, jobs[0], jobs[1], cols, x.data(), nt, got.data(), stride, scratch);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+          for (int64_t t = 0; t < nt; ++t) EXPECT_EQ(got[t * stride + rows], kPad);
+          ++checked;
+        }
+      }
+    }
+  }
+  for (const KernelTable* k : Available()) {  // Q4_0's activations (Q8S) are not Q4_K's (Q8_K)
+    EXPECT_FALSE(SiluMulFusable(*k, TensorType::kQ4_0, TensorType::kQ4_K, cols, 4));
+  }
+  if (Cpu().avx512vnni) {
+    EXPECT_GT(checked, 0) << "no table takes the gated pair on a CPU with AVX-512 VNNI";
+  } else if (checked == 0) {
     GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
   }
 }

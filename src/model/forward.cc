@@ -412,6 +412,14 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
   auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* o) {
     Mul(m, in, nt, o, m.rows);
   };
+  if (p_.ffn_act == FfnActivation::kSilu && w.gate.interleaved && w.up.interleaved && w.gate.rows == w.up.rows &&
+      kernels::SiluMulFusable(k_, w.gate.type, w.up.type, w.gate.cols, n)) {
+    // A small batch: gate, up and the gating in one pass, only the gated rows written.
+    kernels::MatMulInterleavedSiluMul(k_, pool_, {w.gate.type, w.gate.data, w.gate.rows}, {w.up.type, w.up.data, w.up.rows},
+                                      w.gate.cols, xn_.data(), n, gate_.data(), p_.n_ff, scratch_);
+    mm(w.down, gate_.data(), n, out);
+    return;
+  }
   MulSameInput({{&w.gate, gate_.data()}, {&w.up, up_.data()}}, xn_.data(), n);
   if (p_.ffn_act == FfnActivation::kGelu) {
     GeluMul(gate_.data(), up_.data(), n * p_.n_ff);
