@@ -130,6 +130,7 @@ constexpr size_t kGroupBlockBytes = size_t{512} << 10;
 // an 8-token forward went from 1.52 to 1.46 times a 1-token step; its gate and up products from
 // 13.7 to 13.0 ms a step, down 8.4 to 7.8, the head 2.7 to 2.5.
 constexpr int64_t kStagedTokens = 16;
+constexpr int64_t kGatedBlockMax = 16;  // groups in a block of MatMulInterleavedSiluMul(Acts)
 
 // This thread's buffer for unpacked weights (UnpackedGemm), at least `bytes`, 64-byte aligned: it
 // grows to the largest block of groups the thread unpacks (a prompt's) and is kept, so that later
@@ -200,7 +201,11 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
 void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                        int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
   const size_t a_stride = QuantizeInterleavedActs(k, pool, wtype, cols, x, n_tokens, scratch);
-  const uint8_t* a = scratch.act.data();
+  MatMulInterleavedActs(k, pool, wtype, w, rows, cols, scratch.act.data(), a_stride, n_tokens, y, y_stride);
+}
+
+void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+                           int64_t cols, const uint8_t* a, size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   // Each thread takes a band of 16-row groups.
   pool.ParallelFor(rows / kInterleaveRows, 1, [&](int64_t begin, int64_t end) {
     GemmGroups(k, wtype, w, cols, a, a_stride, n_tokens, y, y_stride, begin, end);
@@ -243,9 +248,15 @@ bool SiluMulFusable(const KernelTable& k, TensorType gate_type, TensorType up_ty
          InterleavedActRowBytes(gate_type, cols) == InterleavedActRowBytes(up_type, cols);
 }
 
-void MatMulInterleavedSiluMul(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, const GemmJob& up,
-                              int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
-                              Scratch& scratch) {
+namespace {
+
+// The gate and up products of a small batch, block by block of `block` groups (each thread's share
+// a whole number of blocks where the rows allow), each block's outputs on the stack:
+// gated(sg, su, width, g0) with sg[t * width + j], su[...] token t's gate and up outputs j of the
+// block that starts at group g0.
+template <typename Gated>
+void GatedPass(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, const GemmJob& up, int64_t cols,
+               const float* x, int64_t n_tokens, Scratch& scratch, int64_t block, Gated&& gated) {
   const size_t a_stride = QuantizeInterleavedActs(k, pool, gate.wtype, cols, x, n_tokens, scratch);
   const uint8_t* a = scratch.act.data();
   const GemmInterleavedFn gemm_g = k.gemm_interleaved[static_cast<uint32_t>(gate.wtype)];
@@ -254,22 +265,62 @@ void MatMulInterleavedSiluMul(const KernelTable& k, ThreadPool& pool, const Gemm
   const size_t bytes_u = quant::RowBytes(up.wtype, cols) * kInterleaveRows;
   const auto* wg = static_cast<const uint8_t*>(gate.w);
   const auto* wu = static_cast<const uint8_t*>(up.w);
-  pool.ParallelFor(gate.rows / kInterleaveRows, 1, [&](int64_t begin, int64_t end) {
-    alignas(64) float sg[kGroupBlock * kStagedTokens * kInterleaveRows];  // 8 KB each
-    alignas(64) float su[kGroupBlock * kStagedTokens * kInterleaveRows];
-    for (int64_t g0 = begin; g0 < end; g0 += kGroupBlock) {
-      const int64_t g1 = std::min(end, g0 + kGroupBlock), width = (g1 - g0) * kInterleaveRows;
+  pool.ParallelFor(gate.rows / kInterleaveRows, block, [&](int64_t begin, int64_t end) {
+    alignas(64) float sg[kGatedBlockMax * kStagedTokens * kInterleaveRows];  // 16 KB each
+    alignas(64) float su[kGatedBlockMax * kStagedTokens * kInterleaveRows];
+    for (int64_t g0 = begin; g0 < end; g0 += block) {
+      const int64_t g1 = std::min(end, g0 + block), width = (g1 - g0) * kInterleaveRows;
       // Gate and up alternate group by group: each kernel's prefetches run ahead in its own matrix
       // into the group it takes next.
       for (int64_t g = g0; g < g1; ++g) {
         StageGroup(gemm_g, cols, wg, bytes_g, a, a_stride, n_tokens, g, g0, width, sg);
         StageGroup(gemm_u, cols, wu, bytes_u, a, a_stride, n_tokens, g, g0, width, su);
       }
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        k.f.silu_mul(sg + t * width, su + t * width, y + t * y_stride + g0 * kInterleaveRows, width);
-      }
+      gated(sg, su, width, g0);
     }
   });
+}
+
+}  // namespace
+
+void MatMulInterleavedSiluMul(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, const GemmJob& up,
+                              int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
+                              Scratch& scratch) {
+  GatedPass(k, pool, gate, up, cols, x, n_tokens, scratch, kGroupBlock,
+            [&](const float* sg, const float* su, int64_t width, int64_t g0) {
+              for (int64_t t = 0; t < n_tokens; ++t) {
+                k.f.silu_mul(sg + t * width, su + t * width, y + t * y_stride + g0 * kInterleaveRows, width);
+              }
+            });
+}
+
+bool SiluMulActsFusable(const KernelTable& k, TensorType gate_type, TensorType up_type, TensorType down_type,
+                        int64_t cols, int64_t rows, int64_t n_tokens) {
+  return SiluMulFusable(k, gate_type, up_type, cols, n_tokens) && rows % quant::kQKK == 0 &&
+         InterleavedActType(down_type) == TensorType::kQ8_K &&
+         k.gemm_interleaved[static_cast<uint32_t>(down_type)] != nullptr &&
+         k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)] != nullptr;
+}
+
+size_t MatMulInterleavedSiluMulActs(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, const GemmJob& up,
+                                    TensorType down_type, int64_t cols, const float* x, int64_t n_tokens,
+                                    std::vector<uint8_t>& act, Scratch& scratch) {
+  const int64_t rows = gate.rows;
+  const size_t stride = InterleavedActRowBytes(down_type, rows);
+  if (act.size() < stride * static_cast<size_t>(n_tokens)) act.resize(stride * static_cast<size_t>(n_tokens));
+  const quant::QuantizeRowFn quantize = k.quantize_act[static_cast<uint32_t>(TensorType::kQ8_K)];
+  constexpr int64_t kBlock = quant::kQKK / kInterleaveRows;  // a super-block of gated values
+  uint8_t* a = act.data();
+  GatedPass(k, pool, gate, up, cols, x, n_tokens, scratch, kBlock,
+            [&](const float* sg, const float* su, int64_t width, int64_t g0) {
+              alignas(64) float row[quant::kQKK];
+              for (int64_t t = 0; t < n_tokens; ++t) {
+                k.f.silu_mul(sg + t * width, su + t * width, row, width);
+                quantize(row, a + t * stride + g0 / kBlock * sizeof(quant::BlockQ8_K), width);
+              }
+            });
+  for (int64_t t = 0; t < n_tokens; ++t) FinishActRow(down_type, a + t * stride, rows);
+  return stride;
 }
 
 namespace {

@@ -78,6 +78,26 @@ void MatMulInterleavedSiluMul(const KernelTable& k, ThreadPool& pool, const Gemm
                               int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
                               Scratch& scratch);
 
+// Whether MatMulInterleavedSiluMulActs takes this pair and a `down` of type down_type: SiluMulFusable,
+// the gated rows whole super-blocks (rows % 256 == 0), down's interleaved activations Q8_K.
+bool SiluMulActsFusable(const KernelTable& k, TensorType gate_type, TensorType up_type, TensorType down_type,
+                        int64_t cols, int64_t rows, int64_t n_tokens);
+
+// MatMulInterleavedSiluMul whose gated rows go straight into down_type's interleaved activations:
+// each thread quantizes the 256 gated values of a block as it makes them, so the gated rows are
+// never written as floats (act: n_tokens rows, the returned stride apart, for MatMulInterleavedActs
+// of the down matrix). The same bytes as quantizing MatMulInterleavedSiluMul's rows for down.
+// REQUIRES: SiluMulActsFusable(k, gate.wtype, up.wtype, down_type, cols, gate.rows, n_tokens);
+// gate.rows == up.rows.
+size_t MatMulInterleavedSiluMulActs(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, const GemmJob& up,
+                                    TensorType down_type, int64_t cols, const float* x, int64_t n_tokens,
+                                    std::vector<uint8_t>& act, Scratch& scratch);
+
+// MatMulInterleaved of activations already in wtype's interleaved format (a, n_tokens rows a_stride
+// bytes apart, finished: FinishActRow).
+void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+                           int64_t cols, const uint8_t* a, size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride);
+
 // One product of a batch: y[r] = W[r] . x for r < rows.
 struct MatVecJob {
   TensorType wtype = TensorType::kF32;

@@ -268,5 +268,63 @@ TEST(MatMulTest, SiluMulInOnePassEqualsProductsThenSiluMul) {
   }
 }
 
+
+// The gated rows quantized as they are made (MatMulInterleavedSiluMulActs) are the bytes the down
+// matrix's own quantization makes of MatMulInterleavedSiluMul's rows, and its product from them
+// (MatMulInterleavedActs) the bits of MatMulInterleaved over those rows: 768 gated values (three
+// super-blocks, split unevenly over 2 threads), down matrices of Q4_K and Q6_K. Gated rows that are
+// not whole super-blocks and a down matrix whose activations are not Q8_K are not taken.
+TEST(MatMulTest, GatedRowsQuantizedAsTheyAreMadeEqualTheDownMatrixsOwn) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d;
+  const int64_t cols = 512, rows = 768, down_rows = 64;
+  auto make = [&](TensorType type, int64_t r_, int64_t c_) {
+    std::vector<float> wf(r_ * c_);
+    for (float& v : wf) v = 0.5f * d(rng);
+    const size_t rb = quant::RowBytes(type, c_);
+    std::vector<uint8_t> rowmajor(rb * r_), il(rb * r_);
+    for (int64_t r = 0; r < r_; ++r) quant::ReferenceOps(type)->quantize_row(wf.data() + r * c_, rowmajor.data() + r * rb, c_);
+    Interleave(type, rowmajor.data(), il.data(), r_, c_);
+    return il;
+  };
+  const std::vector<uint8_t> wg = make(TensorType::kQ4_K, rows, cols), wu = make(TensorType::kQ4_K, rows, cols);
+  int checked = 0;
+  for (TensorType down_type : {TensorType::kQ4_K, TensorType::kQ6_K}) {
+    const std::vector<uint8_t> wd = make(down_type, down_rows, rows);
+    for (const KernelTable* k : Available()) {
+      if (!SiluMulActsFusable(*k, TensorType::kQ4_K, TensorType::kQ4_K, down_type, cols, rows, 2)) continue;
+      EXPECT_FALSE(SiluMulActsFusable(*k, TensorType::kQ4_K, TensorType::kQ4_K, down_type, cols, rows - 16, 2));
+      EXPECT_FALSE(SiluMulActsFusable(*k, TensorType::kQ4_K, TensorType::kQ4_K, TensorType::kQ4_0, cols, rows, 2));
+      for (int64_t nt : {int64_t{3}, int64_t{8}}) {
+        std::vector<float> x(nt * cols);
+        for (float& v : x) v = d(rng);
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(std::string(IsaName(k->isa)) + " down " + std::string(gguf::TensorTypeName(down_type)) +
+                       " tokens " + std::to_string(nt) + " threads " + std::to_string(threads));
+          ThreadPool pool(threads);
+          Scratch scratch;
+          const GemmJob gate{TensorType::kQ4_K, wg.data(), rows}, up{TensorType::kQ4_K, wu.data(), rows};
+          std::vector<float> gated(nt * rows), want(nt * down_rows), got(nt * down_rows, -1.0f);
+          MatMulInterleavedSiluMul(*k, pool, gate, up, cols, x.data(), nt, gated.data(), rows, scratch);
+          MatMulInterleaved(*k, pool, down_type, wd.data(), down_rows, rows, gated.data(), nt, want.data(), down_rows, scratch);
+          const std::vector<uint8_t> want_act(scratch.act.begin(), scratch.act.begin() + nt * InterleavedActRowBytes(down_type, rows));
+          std::vector<uint8_t> act;
+          const size_t stride = MatMulInterleavedSiluMulActs(*k, pool, gate, up, down_type, cols, x.data(), nt, act, scratch);
+          ASSERT_EQ(stride, InterleavedActRowBytes(down_type, rows));
+          ASSERT_EQ(0, std::memcmp(act.data(), want_act.data(), want_act.size()));
+          MatMulInterleavedActs(*k, pool, down_type, wd.data(), down_rows, rows, act.data(), stride, nt, got.data(), down_rows);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+          ++checked;
+        }
+      }
+    }
+  }
+  if (Cpu().avx512vnni) {
+    EXPECT_GT(checked, 0) << "no table takes the gated rows as activations on a CPU with AVX-512 VNNI";
+  } else if (checked == 0) {
+    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels

@@ -414,9 +414,18 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
   };
   if (p_.ffn_act == FfnActivation::kSilu && w.gate.interleaved && w.up.interleaved && w.gate.rows == w.up.rows &&
       kernels::SiluMulFusable(k_, w.gate.type, w.up.type, w.gate.cols, n)) {
-    // A small batch: gate, up and the gating in one pass, only the gated rows written.
-    kernels::MatMulInterleavedSiluMul(k_, pool_, {w.gate.type, w.gate.data, w.gate.rows}, {w.up.type, w.up.data, w.up.rows},
-                                      w.gate.cols, xn_.data(), n, gate_.data(), p_.n_ff, scratch_);
+    // A small batch: gate, up and the gating in one pass, only the gated rows written; where the
+    // down matrix allows, as its activations (matmul.h).
+    const kernels::GemmJob gate{w.gate.type, w.gate.data, w.gate.rows}, up{w.up.type, w.up.data, w.up.rows};
+    if (w.down.interleaved &&
+        kernels::SiluMulActsFusable(k_, w.gate.type, w.up.type, w.down.type, w.gate.cols, w.gate.rows, n)) {
+      const size_t stride = kernels::MatMulInterleavedSiluMulActs(k_, pool_, gate, up, w.down.type, w.gate.cols,
+                                                                  xn_.data(), n, gated_act_, scratch_);
+      kernels::MatMulInterleavedActs(k_, pool_, w.down.type, w.down.data, w.down.rows, w.down.cols, gated_act_.data(),
+                                     stride, n, out, w.down.rows);
+      return;
+    }
+    kernels::MatMulInterleavedSiluMul(k_, pool_, gate, up, w.gate.cols, xn_.data(), n, gate_.data(), p_.n_ff, scratch_);
     mm(w.down, gate_.data(), n, out);
     return;
   }

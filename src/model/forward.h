@@ -185,6 +185,7 @@ class Context {
   ThreadPool pool_;
   KvCache cache_;
   kernels::Scratch scratch_;
+  std::vector<uint8_t> gated_act_;  // a small batch's gated FFN rows as the down matrix's activations
   std::vector<float> rope_inv_freq_;  // [head_dim / 2]
   std::vector<float> rope_inv_freq_local_;  // of the sliding-window layers (their own base)
   std::vector<float> rope_cs_;        // cos and sin at each token's position [n][head_dim]
