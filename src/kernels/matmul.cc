@@ -154,8 +154,10 @@ inline void StageGroup(GemmInterleavedFn gemm, int64_t cols, const uint8_t* wb, 
   gemm(cols, wb + g * group_bytes, a, a_stride, static_cast<int>(n_tokens), stage + (g - g0) * kInterleaveRows, width);
 }
 
+// add: y += the products instead of y = (a small batch only: staged).
 void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t cols, const uint8_t* a,
-                size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end) {
+                size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end,
+                bool add = false) {
   const GemmInterleavedFn gemm = k.gemm_interleaved[static_cast<uint32_t>(wtype)];
   const int64_t max_rows = k.gemm_interleaved_rows;
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
@@ -176,7 +178,15 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
     if (staged) {
       const int64_t width = (g1 - g0) * kInterleaveRows;
       for (int64_t g = g0; g < g1; ++g) StageGroup(gemm, cols, wb, group_bytes, a, a_stride, n_tokens, g, g0, width, stage);
-      for (int64_t t = 0; t < n_tokens; ++t) std::copy_n(stage + t * width, width, y + t * y_stride + g0 * kInterleaveRows);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        float* out = y + t * y_stride + g0 * kInterleaveRows;
+        const float* st = stage + t * width;
+        if (add) {
+          for (int64_t j = 0; j < width; ++j) out[j] += st[j];
+        } else {
+          std::copy_n(st, width, out);
+        }
+      }
       continue;
     }
     if (unpack) {
@@ -205,11 +215,20 @@ void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype,
 }
 
 void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
-                           int64_t cols, const uint8_t* a, size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+                           int64_t cols, const uint8_t* a, size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride,
+                           bool add) {
   // Each thread takes a band of 16-row groups.
   pool.ParallelFor(rows / kInterleaveRows, 1, [&](int64_t begin, int64_t end) {
-    GemmGroups(k, wtype, w, cols, a, a_stride, n_tokens, y, y_stride, begin, end);
+    GemmGroups(k, wtype, w, cols, a, a_stride, n_tokens, y, y_stride, begin, end, add);
   });
+}
+
+bool SmallBatch(const KernelTable& k, int64_t n_tokens) { return Staged(k, n_tokens); }
+
+void MatMulInterleavedAdd(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+                          int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
+  const size_t a_stride = QuantizeInterleavedActs(k, pool, wtype, cols, x, n_tokens, scratch);
+  MatMulInterleavedActs(k, pool, wtype, w, rows, cols, scratch.act.data(), a_stride, n_tokens, y, y_stride, true);
 }
 
 void MatMulInterleavedSameInput(const KernelTable& k, ThreadPool& pool, std::span<const GemmJob> jobs, int64_t cols,

@@ -94,9 +94,20 @@ size_t MatMulInterleavedSiluMulActs(const KernelTable& k, ThreadPool& pool, cons
                                     std::vector<uint8_t>& act, Scratch& scratch);
 
 // MatMulInterleaved of activations already in wtype's interleaved format (a, n_tokens rows a_stride
-// bytes apart, finished: FinishActRow).
+// bytes apart, finished: FinishActRow). add: Y[t][r] += W[r] . X[t] (REQUIRES then SmallBatch).
 void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
-                           int64_t cols, const uint8_t* a, size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride);
+                           int64_t cols, const uint8_t* a, size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride,
+                           bool add = false);
+
+// Whether n_tokens is a small batch for this table: 2 to 16 tokens, one kernel call per group.
+bool SmallBatch(const KernelTable& k, int64_t n_tokens);
+
+// Y[t][r] += W[r] . X[t]: MatMulInterleaved added to y (a residual connection), each block's
+// products added as they are made, so no separate output is written and read back. Each sum is
+// the float addition of the product to y's value: the bits of MatMulInterleaved then k.f.add.
+// REQUIRES: as MatMulInterleaved; SmallBatch(k, n_tokens).
+void MatMulInterleavedAdd(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
+                          int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch);
 
 // One product of a batch: y[r] = W[r] . x for r < rows.
 struct MatVecJob {

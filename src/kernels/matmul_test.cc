@@ -326,5 +326,49 @@ TEST(MatMulTest, GatedRowsQuantizedAsTheyAreMadeEqualTheDownMatrixsOwn) {
   }
 }
 
+
+// MatMulInterleavedAdd adds each product to y's value with the bits of MatMulInterleaved then
+// k.f.add, for small batches of Q4_K and Q6_K (the down matrices of Q4_K_M) and Q4_0, into rows
+// wider than the matrix whose padding stays as it was.
+TEST(MatMulTest, ProductsAddedAsTheyAreMadeEqualProductsThenAdd) {
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> d;
+  const int64_t rows = 208, cols = 512, stride = rows + 4;
+  int checked = 0;
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ4_0}) {
+    std::vector<float> wf(rows * cols);
+    for (float& v : wf) v = d(rng);
+    const size_t rb = quant::RowBytes(type, cols);
+    std::vector<uint8_t> rowmajor(rb * rows), w(rb * rows);
+    for (int64_t r = 0; r < rows; ++r) quant::ReferenceOps(type)->quantize_row(wf.data() + r * cols, rowmajor.data() + r * rb, cols);
+    Interleave(type, rowmajor.data(), w.data(), rows, cols);
+    for (const KernelTable* k : Available()) {
+      if (k->gemm_interleaved[static_cast<uint32_t>(type)] == nullptr) continue;
+      EXPECT_FALSE(SmallBatch(*k, 1));
+      EXPECT_FALSE(SmallBatch(*k, k->gemm_interleaved_rows + 1));
+      for (int64_t nt : {int64_t{2}, int64_t{7}, int64_t{16}}) {
+        if (!SmallBatch(*k, nt)) continue;
+        SCOPED_TRACE(std::string(IsaName(k->isa)) + " " + std::string(gguf::TensorTypeName(type)) + " tokens " + std::to_string(nt));
+        std::vector<float> x(nt * cols), base(nt * stride);
+        for (float& v : x) v = d(rng);
+        for (float& v : base) v = d(rng);
+        ThreadPool pool(2);
+        Scratch scratch;
+        std::vector<float> prod(nt * rows), want = base, got = base;
+        MatMulInterleaved(*k, pool, type, w.data(), rows, cols, x.data(), nt, prod.data(), rows, scratch);
+        for (int64_t t = 0; t < nt; ++t) k->f.add(&want[t * stride], &prod[t * rows], &want[t * stride], rows);
+        MatMulInterleavedAdd(*k, pool, type, w.data(), rows, cols, x.data(), nt, got.data(), stride, scratch);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+        ++checked;
+      }
+    }
+  }
+  if (Cpu().avx512vnni) {
+    EXPECT_GT(checked, 0) << "no small batch checked on a CPU with AVX-512 VNNI";
+  } else if (checked == 0) {
+    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels

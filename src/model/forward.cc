@@ -375,19 +375,30 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
     }
   });
   Attention(il, b, n);
-  mm(w.wo, att_.data(), n, xn_.data());
-  // Residual, then the feed-forward block's norm.
-  ForEachToken(pool_, n, [&](int64_t t) {
-    if (w.post_attn_norm != nullptr) f.rmsnorm(&xn_[t * E], w.post_attn_norm, &xn_[t * E], E, p_.rms_eps);
-    f.add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
-    f.rmsnorm(&x_[t * E], w.ffn_norm, &xn_[t * E], E, p_.rms_eps);
-  });
-  // Feed-forward block: the FFN (or the experts), its norm, residual.
-  FeedForward(w, n, tmp_.data());
-  ForEachToken(pool_, n, [&](int64_t t) {
-    if (w.post_ffn_norm != nullptr) f.rmsnorm(&tmp_[t * E], w.post_ffn_norm, &tmp_[t * E], E, p_.rms_eps);
-    f.add(&x_[t * E], &tmp_[t * E], &x_[t * E], E);
-  });
+  // A small batch adds the output projection to the residual as it is made (MatMulInterleavedAdd:
+  // the same bits as the product then the add, without writing the product out).
+  const bool small = kernels::SmallBatch(k_, n);
+  if (small && w.wo.interleaved && w.post_attn_norm == nullptr) {
+    kernels::MatMulInterleavedAdd(k_, pool_, w.wo.type, w.wo.data, w.wo.rows, w.wo.cols, att_.data(), n, x_.data(), E,
+                                  scratch_);
+    ForEachToken(pool_, n, [&](int64_t t) { f.rmsnorm(&x_[t * E], w.ffn_norm, &xn_[t * E], E, p_.rms_eps); });
+  } else {
+    mm(w.wo, att_.data(), n, xn_.data());
+    // Residual, then the feed-forward block's norm.
+    ForEachToken(pool_, n, [&](int64_t t) {
+      if (w.post_attn_norm != nullptr) f.rmsnorm(&xn_[t * E], w.post_attn_norm, &xn_[t * E], E, p_.rms_eps);
+      f.add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+      f.rmsnorm(&x_[t * E], w.ffn_norm, &xn_[t * E], E, p_.rms_eps);
+    });
+  }
+  // Feed-forward block: the FFN (or the experts), its norm, residual (added by the FFN itself
+  // where it can).
+  if (!FeedForward(w, n, tmp_.data(), small && w.post_ffn_norm == nullptr ? x_.data() : nullptr)) {
+    ForEachToken(pool_, n, [&](int64_t t) {
+      if (w.post_ffn_norm != nullptr) f.rmsnorm(&tmp_[t * E], w.post_ffn_norm, &tmp_[t * E], E, p_.rms_eps);
+      f.add(&x_[t * E], &tmp_[t * E], &x_[t * E], E);
+    });
+  }
 }
 
 // gate = gelu(gate) * up with GELU's tanh approximation (Gemma's gelu_pytorch_tanh), written as
@@ -407,8 +418,11 @@ void Context::GeluMul(float* gate, const float* up, int64_t n) {
   });
 }
 
-void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
-  if (p_.is_moe()) return MixtureOfExperts(w, n, out);
+bool Context::FeedForward(const LayerWeights& w, int64_t n, float* out, float* residual) {
+  if (p_.is_moe()) {
+    MixtureOfExperts(w, n, out);
+    return false;
+  }
   auto mm = [&](const Matrix& m, const float* in, int64_t nt, float* o) {
     Mul(m, in, nt, o, m.rows);
   };
@@ -421,13 +435,18 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
         kernels::SiluMulActsFusable(k_, w.gate.type, w.up.type, w.down.type, w.gate.cols, w.gate.rows, n)) {
       const size_t stride = kernels::MatMulInterleavedSiluMulActs(k_, pool_, gate, up, w.down.type, w.gate.cols,
                                                                   xn_.data(), n, gated_act_, scratch_);
+      if (residual != nullptr) {  // added to it as the products are made (MatMulInterleavedAdd)
+        kernels::MatMulInterleavedActs(k_, pool_, w.down.type, w.down.data, w.down.rows, w.down.cols,
+                                       gated_act_.data(), stride, n, residual, p_.n_embd, true);
+        return true;
+      }
       kernels::MatMulInterleavedActs(k_, pool_, w.down.type, w.down.data, w.down.rows, w.down.cols, gated_act_.data(),
                                      stride, n, out, w.down.rows);
-      return;
+      return false;
     }
     kernels::MatMulInterleavedSiluMul(k_, pool_, gate, up, w.gate.cols, xn_.data(), n, gate_.data(), p_.n_ff, scratch_);
     mm(w.down, gate_.data(), n, out);
-    return;
+    return false;
   }
   MulSameInput({{&w.gate, gate_.data()}, {&w.up, up_.data()}}, xn_.data(), n);
   if (p_.ffn_act == FfnActivation::kGelu) {
@@ -438,6 +457,7 @@ void Context::FeedForward(const LayerWeights& w, int64_t n, float* out) {
     ForEachToken(pool_, n, [&](int64_t t) { k_.f.silu_mul(g + t * p_.n_ff, u + t * p_.n_ff, g + t * p_.n_ff, p_.n_ff); });
   }
   mm(w.down, gate_.data(), n, out);
+  return false;
 }
 
 // Each token's experts (model/moe.h), then per expert: its tokens gathered, one

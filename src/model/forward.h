@@ -160,7 +160,9 @@ class Context {
     float* out;
   };
   void MulSameInput(std::initializer_list<Product> products, const float* in, int64_t nt);
-  void FeedForward(const LayerWeights& w, int64_t n, float* out);
+  // The FFN of the batch's n tokens into out; or, where it can (a small batch) and `residual` is
+  // given, added to residual instead: returns whether it did.
+  bool FeedForward(const LayerWeights& w, int64_t n, float* out, float* residual);
   void MixtureOfExperts(const LayerWeights& w, int64_t n, float* out);
   void SharedExpert(const LayerWeights& w, int64_t n, float* out);
   void GeluMul(float* gate, const float* up, int64_t n);
