@@ -204,6 +204,29 @@ TEST(MatMulTest, SameInputProductsEqualOneMatMulInterleavedEach) {
 }
 
 
+// A rows x cols matrix of random weights (normal, times `scale`) quantized by the reference and
+// put in the interleaved layout.
+std::vector<uint8_t> RandomInterleaved(TensorType type, int64_t rows, int64_t cols, float scale, std::mt19937_64& rng) {
+  std::normal_distribution<float> d;
+  std::vector<float> wf(rows * cols);
+  for (float& v : wf) v = scale * d(rng);
+  const size_t rb = quant::RowBytes(type, cols);
+  std::vector<uint8_t> rowmajor(rb * rows), il(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) quant::ReferenceOps(type)->quantize_row(wf.data() + r * cols, rowmajor.data() + r * rb, cols);
+  Interleave(type, rowmajor.data(), il.data(), rows, cols);
+  return il;
+}
+
+// The end of a test over the interleaved tables: on a CPU with AVX-512 VNNI something must have
+// been checked; elsewhere there may be no such kernels, and the test says so.
+void RequireChecked(int checked) {
+  if (Cpu().avx512vnni) {
+    EXPECT_GT(checked, 0) << "nothing checked on a CPU with AVX-512 VNNI";
+  } else if (checked == 0) {
+    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
+  }
+}
+
 // The SiLU-gated pair in one pass gives the bits of the two products (MatMulInterleavedSameInput)
 // and k.f.silu_mul over each token's row, for small batches on every table that takes them, with
 // gate and up of one type or of two that share Q8_K activations, into rows wider than the matrix
@@ -214,24 +237,13 @@ TEST(MatMulTest, SiluMulInOnePassEqualsProductsThenSiluMul) {
   std::normal_distribution<float> d;
   const int64_t rows = 208, cols = 512, stride = rows + 3;  // 13 groups: a block of 8 and one of 5
   constexpr float kPad = -3.25f;
-  auto make = [&](TensorType type) {
-    std::vector<float> wf(rows * cols);
-    for (float& v : wf) v = 0.5f * d(rng);
-    const size_t rb = quant::RowBytes(type, cols);
-    std::vector<uint8_t> rowmajor(rb * rows), il(rb * rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      quant::ReferenceOps(type)->quantize_row(wf.data() + r * cols, rowmajor.data() + r * rb, cols);
-    }
-    Interleave(type, rowmajor.data(), il.data(), rows, cols);
-    return il;
-  };
   const std::pair<TensorType, TensorType> pairs[] = {{TensorType::kQ4_K, TensorType::kQ4_K},
                                                      {TensorType::kQ4_K, TensorType::kQ6_K},
                                                      {TensorType::kQ4_0, TensorType::kQ4_0},
                                                      {TensorType::kQ8_0, TensorType::kQ8_0}};
   int checked = 0;
   for (const auto& [tg, tu] : pairs) {
-    const std::vector<uint8_t> wg = make(tg), wu = make(tu);
+    const std::vector<uint8_t> wg = RandomInterleaved(tg, rows, cols, 0.5f, rng), wu = RandomInterleaved(tu, rows, cols, 0.5f, rng);
     for (const KernelTable* k : Available()) {
       if (!SiluMulFusable(*k, tg, tu, cols, 2)) continue;
       EXPECT_FALSE(SiluMulFusable(*k, tg, tu, cols, 1));
@@ -261,11 +273,7 @@ TEST(MatMulTest, SiluMulInOnePassEqualsProductsThenSiluMul) {
   for (const KernelTable* k : Available()) {  // Q4_0's activations (Q8S) are not Q4_K's (Q8_K)
     EXPECT_FALSE(SiluMulFusable(*k, TensorType::kQ4_0, TensorType::kQ4_K, cols, 4));
   }
-  if (Cpu().avx512vnni) {
-    EXPECT_GT(checked, 0) << "no table takes the gated pair on a CPU with AVX-512 VNNI";
-  } else if (checked == 0) {
-    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
-  }
+  RequireChecked(checked);
 }
 
 
@@ -278,19 +286,11 @@ TEST(MatMulTest, GatedRowsQuantizedAsTheyAreMadeEqualTheDownMatrixsOwn) {
   std::mt19937_64 rng(11);
   std::normal_distribution<float> d;
   const int64_t cols = 512, rows = 768, down_rows = 64;
-  auto make = [&](TensorType type, int64_t r_, int64_t c_) {
-    std::vector<float> wf(r_ * c_);
-    for (float& v : wf) v = 0.5f * d(rng);
-    const size_t rb = quant::RowBytes(type, c_);
-    std::vector<uint8_t> rowmajor(rb * r_), il(rb * r_);
-    for (int64_t r = 0; r < r_; ++r) quant::ReferenceOps(type)->quantize_row(wf.data() + r * c_, rowmajor.data() + r * rb, c_);
-    Interleave(type, rowmajor.data(), il.data(), r_, c_);
-    return il;
-  };
-  const std::vector<uint8_t> wg = make(TensorType::kQ4_K, rows, cols), wu = make(TensorType::kQ4_K, rows, cols);
+  const std::vector<uint8_t> wg = RandomInterleaved(TensorType::kQ4_K, rows, cols, 0.5f, rng);
+  const std::vector<uint8_t> wu = RandomInterleaved(TensorType::kQ4_K, rows, cols, 0.5f, rng);
   int checked = 0;
   for (TensorType down_type : {TensorType::kQ4_K, TensorType::kQ6_K}) {
-    const std::vector<uint8_t> wd = make(down_type, down_rows, rows);
+    const std::vector<uint8_t> wd = RandomInterleaved(down_type, down_rows, rows, 0.5f, rng);
     for (const KernelTable* k : Available()) {
       if (!SiluMulActsFusable(*k, TensorType::kQ4_K, TensorType::kQ4_K, down_type, cols, rows, 2)) continue;
       EXPECT_FALSE(SiluMulActsFusable(*k, TensorType::kQ4_K, TensorType::kQ4_K, down_type, cols, rows - 16, 2));
@@ -319,11 +319,7 @@ TEST(MatMulTest, GatedRowsQuantizedAsTheyAreMadeEqualTheDownMatrixsOwn) {
       }
     }
   }
-  if (Cpu().avx512vnni) {
-    EXPECT_GT(checked, 0) << "no table takes the gated rows as activations on a CPU with AVX-512 VNNI";
-  } else if (checked == 0) {
-    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
-  }
+  RequireChecked(checked);
 }
 
 
@@ -336,12 +332,7 @@ TEST(MatMulTest, ProductsAddedAsTheyAreMadeEqualProductsThenAdd) {
   const int64_t rows = 208, cols = 512, stride = rows + 4;
   int checked = 0;
   for (TensorType type : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ4_0}) {
-    std::vector<float> wf(rows * cols);
-    for (float& v : wf) v = d(rng);
-    const size_t rb = quant::RowBytes(type, cols);
-    std::vector<uint8_t> rowmajor(rb * rows), w(rb * rows);
-    for (int64_t r = 0; r < rows; ++r) quant::ReferenceOps(type)->quantize_row(wf.data() + r * cols, rowmajor.data() + r * rb, cols);
-    Interleave(type, rowmajor.data(), w.data(), rows, cols);
+    const std::vector<uint8_t> w = RandomInterleaved(type, rows, cols, 1.0f, rng);
     for (const KernelTable* k : Available()) {
       if (k->gemm_interleaved[static_cast<uint32_t>(type)] == nullptr) continue;
       EXPECT_FALSE(SmallBatch(*k, 1));
@@ -363,11 +354,7 @@ TEST(MatMulTest, ProductsAddedAsTheyAreMadeEqualProductsThenAdd) {
       }
     }
   }
-  if (Cpu().avx512vnni) {
-    EXPECT_GT(checked, 0) << "no small batch checked on a CPU with AVX-512 VNNI";
-  } else if (checked == 0) {
-    GTEST_SKIP() << "this CPU has no interleaved kernels (they need AVX-512 VNNI)";
-  }
+  RequireChecked(checked);
 }
 
 }  // namespace
