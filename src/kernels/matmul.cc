@@ -154,7 +154,28 @@ inline void StageGroup(GemmInterleavedFn gemm, int64_t cols, const uint8_t* wb, 
   gemm(cols, wb + g * group_bytes, a, a_stride, static_cast<int>(n_tokens), stage + (g - g0) * kInterleaveRows, width);
 }
 
-// add: y += the products instead of y = (a small batch only: staged).
+// GemmGroups for a small batch (Staged): each block's outputs through a stack buffer (in a frame of
+// its own, which decode's calls do not pay for). add: y += the products instead of y =.
+__attribute__((noinline)) void GemmGroupsStaged(GemmInterleavedFn gemm, int64_t cols, const uint8_t* wb, size_t group_bytes, const uint8_t* a,
+                      size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end,
+                      int64_t block, bool add) {
+  alignas(64) float stage[kGroupBlock * kStagedTokens * kInterleaveRows];  // 8 KB
+  for (int64_t g0 = begin; g0 < end; g0 += block) {
+    const int64_t g1 = std::min(end, g0 + block), width = (g1 - g0) * kInterleaveRows;
+    for (int64_t g = g0; g < g1; ++g) StageGroup(gemm, cols, wb, group_bytes, a, a_stride, n_tokens, g, g0, width, stage);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float* out = y + t * y_stride + g0 * kInterleaveRows;
+      const float* st = stage + t * width;
+      if (add) {
+        for (int64_t j = 0; j < width; ++j) out[j] += st[j];
+      } else {
+        std::copy_n(st, width, out);
+      }
+    }
+  }
+}
+
+// add: y += the products instead of y = (a small batch only: Staged).
 void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t cols, const uint8_t* a,
                 size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end,
                 bool add = false) {
@@ -163,6 +184,9 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(kGroupBlockBytes / group_bytes), 1, kGroupBlock);
+  if (Staged(k, n_tokens)) {
+    return GemmGroupsStaged(gemm, cols, wb, group_bytes, a, a_stride, n_tokens, y, y_stride, begin, end, block, add);
+  }
   // Where the table unpacks ahead and more than one token group will pass over a block of groups
   // (a prompt), the block is unpacked once into this thread's buffer and the token groups of more
   // than kMaxMultiRows rows read that; the rest (a last group of a few) take the table's own kernel.
@@ -171,24 +195,8 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const bool unpack = up.gemm != nullptr && n_tokens > max_rows;
   const size_t unpacked_bytes = unpack ? static_cast<size_t>(up.bytes_per_block * (cols / quant::kQK)) : 0;
   uint8_t* unpacked = unpack ? UnpackBuffer(unpacked_bytes * static_cast<size_t>(block)) : nullptr;
-  const bool staged = Staged(k, n_tokens);
-  alignas(64) float stage[kGroupBlock * kStagedTokens * kInterleaveRows];  // 8 KB; used only when staged
   for (int64_t g0 = begin; g0 < end; g0 += block) {
     const int64_t g1 = std::min(end, g0 + block);
-    if (staged) {
-      const int64_t width = (g1 - g0) * kInterleaveRows;
-      for (int64_t g = g0; g < g1; ++g) StageGroup(gemm, cols, wb, group_bytes, a, a_stride, n_tokens, g, g0, width, stage);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        float* out = y + t * y_stride + g0 * kInterleaveRows;
-        const float* st = stage + t * width;
-        if (add) {
-          for (int64_t j = 0; j < width; ++j) out[j] += st[j];
-        } else {
-          std::copy_n(st, width, out);
-        }
-      }
-      continue;
-    }
     if (unpack) {
       for (int64_t g = g0; g < g1; ++g) up.unpack(cols, wb + g * group_bytes, unpacked + (g - g0) * unpacked_bytes);
     }
