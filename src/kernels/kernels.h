@@ -127,6 +127,12 @@ struct KernelTable {
   // stay in the file's layout), with the activation quantizer to Q8S (Q4_K's Q8_K is above).
   GemmInterleavedFn gemm_interleaved[kTypeSlots] = {};
   int gemm_interleaved_rows = kMaxMultiRows;  // the most activation rows one call takes (AMX: 16)
+  // The same products for a small batch (2 to kMaxMultiRows activation rows) whose weights come from
+  // memory, each once (speculative verification, a server's decode step of a few sequences): the
+  // kernel also requests lines a little ahead into L1 (x86_prefetch.h), which a prompt's calls,
+  // finding their weights in L2, would pay for without gain. The same bits as gemm_interleaved.
+  // Null: gemm_interleaved serves.
+  GemmInterleavedFn gemm_streamed[kTypeSlots] = {};
   UnpackedGemm gemm_unpacked[kTypeSlots] = {};  // null gemm: none (the kernel unpacks per call)
   quant::QuantizeRowFn quantize_q8s = nullptr;
 

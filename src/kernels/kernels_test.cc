@@ -464,7 +464,7 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
             << "row " << r << " activation " << j;
       }
     }
-    int tables = 0, unpacked_checked = 0;
+    int tables = 0, unpacked_checked = 0, streamed_checked = 0;
     for (const KernelTable* t : Available()) {
       const GemmInterleavedFn gemm = t->gemm_interleaved[static_cast<uint32_t>(type)];
       if (gemm == nullptr) continue;
@@ -503,6 +503,18 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
             }
           }
         }
+        // A small batch's streaming kernel gives the same bits.
+        const GemmInterleavedFn streamed = t->gemm_streamed[static_cast<uint32_t>(type)];
+        if (streamed != nullptr && na <= kMaxMultiRows) {
+          std::vector<float> from_streamed(kRows * rows, -1.0f);
+          for (int64_t g = 0; g < rows / kInterleaveRows; ++g) {
+            streamed(n, wi.data() + g * group, at.data(), s_stride, na, from_streamed.data() + g * kInterleaveRows, rows);
+          }
+          for (int64_t i = 0; i < kRows * rows; ++i) {
+            ASSERT_EQ(from_streamed[i], i < na * rows ? got[i] : -1.0f) << "streamed, output " << i << " na " << na;
+          }
+          ++streamed_checked;
+        }
         // Weights unpacked ahead (a prompt's) give the same bits as the kernel unpacking them.
         const UnpackedGemm& up = t->gemm_unpacked[static_cast<uint32_t>(type)];
         if (up.gemm == nullptr || na <= kMaxMultiRows) continue;
@@ -523,6 +535,9 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
     }
     if (Cpu().avx512vnni) {
       EXPECT_GE(tables, 1) << "no interleaved kernel on a CPU with AVX-512 VNNI";
+      if (k4) {
+        EXPECT_EQ(streamed_checked, tables * kMaxMultiRows) << "every table streams small batches of K-quants";
+      }
     }
     // Where the CPU has AMX-INT8 and the OS grants the tile state, the AMX table is among those
     // checked above (not left out unnoticed).

@@ -147,6 +147,13 @@ bool Staged(const KernelTable& k, int64_t n_tokens) {
   return n_tokens > 1 && n_tokens <= std::min<int64_t>(k.gemm_interleaved_rows, kStagedTokens);
 }
 
+// The kernel of a small batch's calls: the table's streaming one (kernels.h: gemm_streamed) where it
+// has one for these rows.
+GemmInterleavedFn StagedKernel(const KernelTable& k, TensorType wtype, int64_t n_tokens) {
+  const GemmInterleavedFn streamed = k.gemm_streamed[static_cast<uint32_t>(wtype)];
+  return streamed != nullptr && n_tokens <= kMaxMultiRows ? streamed : k.gemm_interleaved[static_cast<uint32_t>(wtype)];
+}
+
 // Group g's outputs for a small batch (one kernel call) into a block's stage: stage[t * width + j]
 // is token t's output j of the block that starts at group g0.
 inline void StageGroup(GemmInterleavedFn gemm, int64_t cols, const uint8_t* wb, size_t group_bytes, const uint8_t* a,
@@ -185,7 +192,8 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(kGroupBlockBytes / group_bytes), 1, kGroupBlock);
   if (Staged(k, n_tokens)) {
-    return GemmGroupsStaged(gemm, cols, wb, group_bytes, a, a_stride, n_tokens, y, y_stride, begin, end, block, add);
+    return GemmGroupsStaged(StagedKernel(k, wtype, n_tokens), cols, wb, group_bytes, a, a_stride, n_tokens, y,
+                            y_stride, begin, end, block, add);
   }
   // Where the table unpacks ahead and more than one token group will pass over a block of groups
   // (a prompt), the block is unpacked once into this thread's buffer and the token groups of more
@@ -286,8 +294,8 @@ void GatedPass(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, cons
                const float* x, int64_t n_tokens, Scratch& scratch, int64_t block, Gated&& gated) {
   const size_t a_stride = QuantizeInterleavedActs(k, pool, gate.wtype, cols, x, n_tokens, scratch);
   const uint8_t* a = scratch.act.data();
-  const GemmInterleavedFn gemm_g = k.gemm_interleaved[static_cast<uint32_t>(gate.wtype)];
-  const GemmInterleavedFn gemm_u = k.gemm_interleaved[static_cast<uint32_t>(up.wtype)];
+  const GemmInterleavedFn gemm_g = StagedKernel(k, gate.wtype, n_tokens);
+  const GemmInterleavedFn gemm_u = StagedKernel(k, up.wtype, n_tokens);
   const size_t bytes_g = quant::RowBytes(gate.wtype, cols) * kInterleaveRows;
   const size_t bytes_u = quant::RowBytes(up.wtype, cols) * kInterleaveRows;
   const auto* wg = static_cast<const uint8_t*>(gate.w);

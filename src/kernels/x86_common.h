@@ -1325,7 +1325,8 @@ void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride
 // The mins against the activation's 32-element sums by VPDPWSSD, two sub-blocks at a time; then the
 // float step of K4IlAdd. All integer sums are exact, so their order is free; the float operations
 // per activation row do not depend on NA.
-template <int NA>
+// kNear: a small batch streaming its weights (PrefetchNear, x86_prefetch.h).
+template <int NA, bool kNear = false>
 void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out, int64_t ldo) {
   const int64_t nb = n / quant::kQKK;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -1357,6 +1358,7 @@ void GemmQ4KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
         for (int r = 0; r < NA; ++r) slo[r] = shi[r] = _mm512_setzero_si512();
         auto chunk = [&](int c) __attribute__((always_inline)) {
           PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
+          if constexpr (kNear) PrefetchNear(blk + 512 * p + 64 * c);
           // Loaded once (x86_interleaved.h: several rows are bound by vector loads).
           const __m512i v = LoadOnce(blk + 512 * p + 64 * c);
           const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -1409,6 +1411,14 @@ void GemmQ4KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int 
   });
 }
 
+// gemm_streamed (kernels.h): NA <= 8, one pass.
+void GemmQ4KIlStreamed(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
+  WithRows<8>(na, [&](auto rows) {
+    GemmQ4KIlPass<decltype(rows)::value, true>(n, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a),
+                                                a_stride, out, ldo);
+  });
+}
+
 // Interleaved Q6_K (kernels/interleave.h), 16 rows x NA activation rows (Q8_K), NA <= 8 per pass.
 // Per 64 elements (p): 8 chunks of nibbles and 4 of top bits make 16 vectors of stored values
 // (0..63; a nibble OR its two top bits moved to bits 4-5), each 4 elements of 16 rows; the 4
@@ -1447,7 +1457,7 @@ __attribute__((always_inline)) inline __m512i K6ScalePairs(const uint8_t* p) {
   return _mm512_ternarylogic_epi32(sc, _mm512_set1_epi32(0xFFFF), _mm512_slli_epi32(sc, 24), 0xEA);
 }
 
-template <int NA>
+template <int NA, bool kNear = false>
 void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out, int64_t ldo) {
   const int64_t nb = n / quant::kQKK;
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
@@ -1478,6 +1488,7 @@ void GemmQ6KIlPass(int64_t n, const uint8_t* w, const uint8_t* a, size_t a_strid
         auto chunk = [&](int h) __attribute__((always_inline)) {
           const int c = 4 * H + h;
           PrefetchAhead<1, 64>(blk + 512 * p + 64 * c + 8192);
+          if constexpr (kNear) PrefetchNear(blk + 512 * p + 64 * c);
           if constexpr (H == 0) PrefetchAhead<1, 64>(blk + 2048 + 256 * p + 64 * h + 8192);
           // Each vector loaded once (x86_interleaved.h: several rows are bound by vector loads); the
           // top bits once per half where 8 rows leave no registers to keep them in.
@@ -1554,6 +1565,14 @@ void GemmQ6KIlAny(int64_t n, const void* w, const void* a, size_t a_stride, int 
   });
 }
 
+// gemm_streamed (kernels.h): NA <= 8, one pass.
+void GemmQ6KIlStreamed(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
+  WithRows<8>(na, [&](auto rows) {
+    GemmQ6KIlPass<decltype(rows)::value, true>(n, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a),
+                                                a_stride, out, ldo);
+  });
+}
+
 #pragma GCC diagnostic pop
 
 void QuantizeQ8S(const float* src, void* dst, int64_t n) {
@@ -1589,6 +1608,8 @@ inline void FillCommon(KernelTable* t) {
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmInterleavedAny<Il::kQ8_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)] = GemmQ4KIlAny;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ6_K)] = GemmQ6KIlAny;
+  t->gemm_streamed[static_cast<uint32_t>(TensorType::kQ4_K)] = GemmQ4KIlStreamed;
+  t->gemm_streamed[static_cast<uint32_t>(TensorType::kQ6_K)] = GemmQ6KIlStreamed;
   t->quantize_q8s = QuantizeQ8S;
 #endif
 }

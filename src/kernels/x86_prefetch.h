@@ -44,5 +44,20 @@ inline void PrefetchAhead(const void* p) {
   }
 }
 
+// A kernel of several activation rows streaming its weights (a small batch: KernelTable's
+// gemm_streamed) computes for long enough per line that lines the far prefetch above brought
+// into L2 are still waited for when their loads come (from L2, or later from DRAM where that
+// prefetch was late): it also requests, as it reads each line of quants, the line kNearBytes on
+// into L1. A prompt's kernels, whose weights are in L2 for all but the first token group, do not:
+// the extra load slots cost the Q6_K kernel (bound by loads at 8 rows) about 3 % of pp512. Measured on the Xeon VM, TinyLlama-shaped Q4_K_M, 2
+// threads, `bench --small-batch 8`, alternating rounds: 256, 512 and 1024 bytes on all cut the
+// 8-token forward by about 1 ms (1.57-1.59 -> 1.49-1.55 times a 1-token step); 1024 read best in
+// matvec_bench (interleaved Q4_K and Q6_K 5632x2048 streamed, 8 rows, 2 threads).
+inline constexpr int kNearBytes = 1024;
+
+inline void PrefetchNear(const void* p) {
+  asm volatile("prefetcht0 %0" : : "m"(static_cast<const char*>(p)[kNearBytes]));
+}
+
 }  // namespace
 }  // namespace tandem::kernels::x86
