@@ -535,9 +535,7 @@ TEST(InterleavedTest, GemmMatchesTheRowDotsAndIsTheSameForEveryRowCount) {
     }
     if (Cpu().avx512vnni) {
       EXPECT_GE(tables, 1) << "no interleaved kernel on a CPU with AVX-512 VNNI";
-      if (k4) {
-        EXPECT_EQ(streamed_checked, tables * kMaxMultiRows) << "every table streams small batches of K-quants";
-      }
+      EXPECT_EQ(streamed_checked, tables * kMaxMultiRows) << "every table streams small batches";
     }
     // Where the CPU has AMX-INT8 and the OS grants the tile state, the AMX table is among those
     // checked above (not left out unnoticed).

@@ -1273,7 +1273,8 @@ void Rope(float* x, int64_t head_dim, const float* cos, const float* sin, bool n
 // (one chain per row, two for a lone row, started at minus the bias times the activation block's
 // sum), and one FMA with the 16 rows' scales times the activation's. Per activation row the operations are
 // the same for any NA.
-template <Il K, int NA>
+// kNear: a small batch streaming its weights (PrefetchNear, x86_prefetch.h).
+template <Il K, int NA, bool kNear = false>
 void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, float* out, int64_t ldo) {
   const int64_t nb = n / quant::kQK;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
@@ -1283,6 +1284,10 @@ void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, f
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = wb + b * IlBlock<K>::kBytes;
     PrefetchAhead<1, IlBlock<K>::kBytes>(blk);
+    if constexpr (kNear) {
+#pragma GCC unroll 9
+      for (int o = 0; o < IlBlock<K>::kBytes; o += 64) PrefetchNear(blk + o);
+    }
     __m512i u[8];
     UnpackIl<K>(blk, u);
     const __m512 dw = ScalesIl<K>(blk);
@@ -1313,6 +1318,14 @@ void GemmInterleaved(int64_t n, const void* w, const void* a, size_t a_stride, f
 template <Il K>
 void GemmInterleavedAny(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
   WithRows<kMaxMultiRows>(na, [&](auto rows) { GemmInterleaved<K, decltype(rows)::value>(n, w, a, a_stride, out, ldo); });
+}
+
+// gemm_streamed (kernels.h).
+template <Il K>
+void GemmInterleavedStreamed(int64_t n, const void* w, const void* a, size_t a_stride, int na, float* out, int64_t ldo) {
+  WithRows<kMaxMultiRows>(na, [&](auto rows) {
+    GemmInterleaved<K, decltype(rows)::value, true>(n, w, a, a_stride, out, ldo);
+  });
 }
 
 // Interleaved Q4_K, 16 rows x NA activation rows (Q8_K), NA <= 8 per pass. Per super-block: the
@@ -1606,6 +1619,9 @@ inline void FillCommon(KernelTable* t) {
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmInterleavedAny<Il::kQ4_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ5_0)] = GemmInterleavedAny<Il::kQ5_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmInterleavedAny<Il::kQ8_0>;
+  t->gemm_streamed[static_cast<uint32_t>(TensorType::kQ4_0)] = GemmInterleavedStreamed<Il::kQ4_0>;
+  t->gemm_streamed[static_cast<uint32_t>(TensorType::kQ5_0)] = GemmInterleavedStreamed<Il::kQ5_0>;
+  t->gemm_streamed[static_cast<uint32_t>(TensorType::kQ8_0)] = GemmInterleavedStreamed<Il::kQ8_0>;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ4_K)] = GemmQ4KIlAny;
   t->gemm_interleaved[static_cast<uint32_t>(TensorType::kQ6_K)] = GemmQ6KIlAny;
   t->gemm_streamed[static_cast<uint32_t>(TensorType::kQ4_K)] = GemmQ4KIlStreamed;
