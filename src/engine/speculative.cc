@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "engine/prefix.h"
@@ -190,17 +191,24 @@ int SpeculationTuner::Choose(int limit, bool costly_drafter) {
     probe_every_ = kFirstProbe;
     return best;
   }
-  // Not worth it now; a probe now and then (less and less often while probes fail) keeps the
-  // acceptance rate current.
-  if (++skipped_ < probe_every_) return 0;
+  // Not worth it now; a probe now and then (less and less often while probes fail, and no more
+  // often than its cost allows) keeps the acceptance rate current.
+  if (++skipped_ < std::max(probe_every_, budget_steps_)) return 0;
   skipped_ = 0;
   probe_every_ = std::min(2 * probe_every_, kLastProbe);
   probing_ = true;
   return min_;
 }
 
-void SpeculationTuner::Record(int k, int accepted, double seconds, int drafted, double draft_seconds) {
+void SpeculationTuner::Record(int k, int accepted, double seconds, int drafted, double draft_seconds,
+                              double draft_wall_seconds) {
   constexpr double kW = 0.2;  // weight of a new measurement
+  if (k > 0 && step_s_ > 0) {
+    // What the round cost beyond the plain steps it saved: the next probe waits for enough plain
+    // steps that it stays within kProbeBudget of them.
+    const double extra = std::max(0.0, draft_wall_seconds) + seconds - (1 + accepted) * step_s_;
+    budget_steps_ = extra > 0 ? static_cast<int>(std::ceil(extra / (kProbeBudget * step_s_))) : 0;
+  }
   if (k == 0) {
     step_s_ = step_s_ <= 0 ? seconds : (1 - kW) * step_s_ + kW * seconds;
   } else {
@@ -241,14 +249,16 @@ Status Speculator::Step(exec::Executor& ex, int32_t seq, std::vector<int32_t>* c
   const int limit = static_cast<int>(std::min<int64_t>({max_new - 1, ex.n_ctx() - 2 - pos, max_}));
   guesses_.clear();
   int drafted = 0;
-  double draft_s = 0;
+  double draft_s = 0, draft_wall = 0;
   if (drafter_ != nullptr && limit > 0) {
     const int want = tuner_.Choose(limit, drafter_->costly());
     if (want > 0) {
       drafter_->set_failing_probe(tuner_.probing() && tuner_.acceptance() < 0.5);
       seq_.assign(committed->begin(), committed->end());
       seq_.push_back(last);
+      const auto d0 = Clock::now();
       TANDEM_RETURN_IF_ERROR(drafter_->Draft(seq, seq_, want, &guesses_, &draft_s));
+      draft_wall = Since(d0);
       if (static_cast<int>(guesses_.size()) > want) guesses_.resize(want);
       // A banned token would be rejected: the guesses stop before one.
       for (size_t i = 0; i < guesses_.size(); ++i) {
@@ -288,7 +298,7 @@ Status Speculator::Step(exec::Executor& ex, int32_t seq, std::vector<int32_t>* c
   }
   if (out->tokens[accepted] < 0) return Status::Internal("the verification returned no token after the accepted guesses");
   fresh->push_back(out->tokens[accepted]);
-  if (drafter_ != nullptr) tuner_.Record(k, accepted, seconds, drafted, draft_s);
+  if (drafter_ != nullptr) tuner_.Record(k, accepted, seconds, drafted, draft_s, draft_wall);
   if (k > 0) {
     ++stats_.rounds;
     stats_.guesses += k;

@@ -24,6 +24,10 @@
 // yields 1 + a + ... + a^k tokens on average), the measured time of a plain step, the measured extra
 // time per verified row, and the drafter's measured time per guess. k = 0 is a plain step: a round
 // that will not pay is not speculated (no links and failing guesses: no slower than without).
+// While it does not pay, a probe now and then keeps the acceptance current: after 8 plain steps,
+// then 16, 32, ... 128, and never sooner than the last round's measured cost allows (kProbeBudget
+// of the plain steps between two: a draft model as large as the model costs its catch-up batch
+// and a guess per probe, two or three steps).
 // With --draft-min equal to --draft-max (and above 0) the length is the user's: every round with
 // guesses takes that many (vLLM's fixed num_speculative_tokens), whatever the measurements say.
 //
@@ -137,8 +141,9 @@ class SpeculationTuner {
   // The number of guesses for the next round, at most `limit` (0: a plain step).
   int Choose(int limit, bool costly_drafter);
   // A round's outcome: k guesses, `accepted` of them accepted, the forward took `seconds`;
-  // drafting took `draft_seconds` for `drafted` guesses.
-  void Record(int k, int accepted, double seconds, int drafted, double draft_seconds);
+  // drafting took `draft_seconds` for `drafted` guesses, and `draft_wall_seconds` in all (a draft
+  // model's catch-up included: what a probe costs besides its forward).
+  void Record(int k, int accepted, double seconds, int drafted, double draft_seconds, double draft_wall_seconds = 0);
   double acceptance() const { return alpha_; }
   // Whether the last Choose was a probe (guesses were not worth a round, tried now and then).
   bool probing() const { return probing_; }
@@ -155,6 +160,9 @@ class SpeculationTuner {
   int skipped_ = 0;                // rounds not speculated since the last probe
   static constexpr int kFirstProbe = 8, kLastProbe = 128;
   int probe_every_ = kFirstProbe;  // rounds between probes while speculation does not pay
+  // A probe's cost, at most this share of the plain steps between two probes.
+  static constexpr double kProbeBudget = 0.02;
+  int budget_steps_ = 0;           // plain steps the last round's cost asks for before a probe
   bool probing_ = false;
 };
 
