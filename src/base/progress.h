@@ -14,9 +14,10 @@
 
 namespace tandem {
 
-// "what  50% (310.2 of 620.4 MiB, 412.3 MiB/s, 1 s left)"; rate and time left only when
-// `seconds` > 0 and some bytes are done.
-std::string FormatProgress(const std::string& what, uint64_t done, uint64_t total, double seconds);
+// "what  50% (310.2 of 620.4 MiB, 412.3 MiB/s, 1 s left)": the rate of the bytes done after the
+// first `since` of them, in `seconds`; rate and time left only when `seconds` > 0 and some bytes
+// were done in them.
+std::string FormatProgress(const std::string& what, uint64_t done, uint64_t total, double seconds, uint64_t since = 0);
 
 class Progress {
  public:
@@ -24,7 +25,9 @@ class Progress {
   Progress(std::string what, Sink sink, uint64_t min_total = 0,
            std::chrono::milliseconds interval = std::chrono::seconds(2));
 
-  // Reports `done` of `total` bytes when a line is due.
+  // Reports `done` of `total` bytes when a line is due. The rate counts from the first update
+  // (an observer of another machine's operation, such as the main node of a worker's load, may
+  // first hear of it at its end: then no rate is shown).
   void Update(uint64_t done, uint64_t total);
 
  private:
@@ -33,6 +36,8 @@ class Progress {
   uint64_t min_total_;
   std::chrono::milliseconds interval_;
   std::chrono::steady_clock::time_point start_, last_;
+  uint64_t start_done_ = 0;
+  bool started_ = false;
   int last_quarter_ = -1;
   bool finished_ = false;
 };

@@ -13,6 +13,17 @@ TEST(ProgressTest, FormatsPercentRateAndTimeLeft) {
             "copying  50% (512.0 of 1024.0 MiB, 256.0 MiB/s, 2 s left)");
   EXPECT_EQ(FormatProgress("copying", 1024u << 20, 1024u << 20, 4.0), "copying 100% (1024.0 of 1024.0 MiB, 256.0 MiB/s)");
   EXPECT_EQ(FormatProgress("x", 0, 10u << 20, 0), "x   0% (0.0 of 10.0 MiB)");
+  EXPECT_EQ(FormatProgress("y", 768u << 20, 1024u << 20, 2.0, 256u << 20), "y  75% (768.0 of 1024.0 MiB, 256.0 MiB/s, 1 s left)");
+}
+
+// The main node shows a worker's load from the worker's messages: when the first it hears is the
+// last (a fast copy), the rate is unknown, not the whole size over the microseconds since.
+TEST(ProgressTest, AnOperationFirstSeenAtItsEndShowsNoRate) {
+  std::vector<std::string> lines;
+  Progress p("worker: copying", [&](const std::string& l) { lines.push_back(l); });
+  p.Update(200u << 20, 200u << 20);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "worker: copying 100% (200.0 of 200.0 MiB)");
 }
 
 TEST(ProgressTest, OneLinePerQuarterAndAlwaysTheEnd) {
