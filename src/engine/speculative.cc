@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 
 #include "engine/prefix.h"
@@ -83,7 +84,11 @@ Result<std::unique_ptr<ModelDrafter>> ModelDrafter::Open(const std::string& path
   }
   auto mp = std::make_unique<model::Model>(std::move(m).value());
   TANDEM_RETURN_IF_ERROR(mp->CopyIntoMemory(0, mp->params().n_layer, true));
-  return std::unique_ptr<ModelDrafter>(new ModelDrafter(path, std::move(mp), threads, n_ctx));
+  std::unique_ptr<ModelDrafter> d(new ModelDrafter(path, std::move(mp), threads, n_ctx));
+  std::error_code e1, e2;
+  const auto draft_bytes = std::filesystem::file_size(path, e1), target_bytes = std::filesystem::file_size(target_path, e2);
+  if (!e1 && !e2 && target_bytes > 0) d->relative_cost_ = static_cast<double>(draft_bytes) / static_cast<double>(target_bytes);
+  return d;
 }
 
 // The draft's greedy pick, skipping banned tokens (the first of equal logits, as the sampler's).
@@ -173,8 +178,12 @@ int SpeculationTuner::Choose(int limit, bool costly_drafter) {
   if (hi < min_ || step_s_ <= 0) return 0;  // the first round measures a plain step
   const double row = row_measured_ ? row_s_ : 0.1 * step_s_;
   // A drafter that costs compute: two guesses until its cost is measured (a draft model's first
-  // guess may come out of its catch-up batch, untimed; the second is a forward of its own).
-  if (costly_drafter && draft_s_ <= 0) return std::max(min_, std::min(2, hi));
+  // guess may come out of its catch-up batch, untimed; the second is a forward of its own),
+  // unless its predicted cost already rules every round out.
+  if (costly_drafter && draft_s_ <= 0) {
+    if (predicted_draft_s_ > 0 && predicted_draft_s_ + row >= step_s_) return 0;
+    return std::max(min_, std::min(2, hi));
+  }
   const double draft = costly_drafter ? draft_s_ : 0.0;
   double best_rate = 1.0 / step_s_;
   int best = 0;
@@ -298,6 +307,13 @@ Status Speculator::Step(exec::Executor& ex, int32_t seq, std::vector<int32_t>* c
   }
   if (out->tokens[accepted] < 0) return Status::Internal("the verification returned no token after the accepted guesses");
   fresh->push_back(out->tokens[accepted]);
+  if (drafter_ != nullptr && k == 0 && drafter_->relative_cost() > 0) {
+    // A plain step's compute (over a pipeline the stages' own, without the links), scaled to the
+    // draft's size: what a guess will cost on this node, roughly, until one is timed.
+    double compute = 0;
+    for (double ms : out->stage_ms) compute += ms / 1000;
+    tuner_.PredictDraft(drafter_->relative_cost() * (out->stage_ms.empty() ? seconds : compute));
+  }
   if (drafter_ != nullptr) tuner_.Record(k, accepted, seconds, drafted, draft_s, draft_wall);
   if (k > 0) {
     ++stats_.rounds;

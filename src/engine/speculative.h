@@ -74,6 +74,9 @@ class Drafter {
                        double* guess_seconds) = 0;
   // Whether drafting costs compute on this machine (the tuner then weighs its measured time).
   virtual bool costly() const = 0;
+  // What a guess is expected to cost relative to the model's compute per token, before it is
+  // measured (0: no idea).
+  virtual double relative_cost() const { return 0; }
   // Whether the next Draft is a probe of guesses that have been failing: a drafter with state to
   // catch up may then catch up on less (see ModelDrafter).
   virtual void set_failing_probe(bool) {}
@@ -107,6 +110,8 @@ class ModelDrafter : public Drafter {
   Status Draft(int32_t seq, std::span<const int32_t> tokens, int n, std::vector<int32_t>* out,
                double* guess_seconds) override;
   bool costly() const override { return true; }
+  // The draft's file size over the model's: decoding reads every weight once per token.
+  double relative_cost() const override { return relative_cost_; }
   void set_failing_probe(bool on) override { failing_probe_ = on; }
   // Tokens the last Draft computed before its first guess (its catch-up batch).
   int64_t last_catch_up() const { return last_catch_up_; }
@@ -122,6 +127,7 @@ class ModelDrafter : public Drafter {
   std::map<int32_t, size_t> seen_;                  // and the most it has held (engine/prefix.h)
   int64_t last_catch_up_ = 0;
   bool failing_probe_ = false;
+  double relative_cost_ = 0;
 };
 
 // Checks that a draft vocabulary equals the target's (size and every token's text): InvalidArgument
@@ -140,6 +146,10 @@ class SpeculationTuner {
       : min_(std::max(1, draft_min)), max_(draft_max), fixed_(draft_min > 0 && draft_min == draft_max) {}
   // The number of guesses for the next round, at most `limit` (0: a plain step).
   int Choose(int limit, bool costly_drafter);
+  // A costly drafter's predicted time per guess until one is measured (the caller's estimate from
+  // its size and a plain step's compute; <= 0: none). While a guess is predicted to cost a plain
+  // step or more, no round can pay even with every guess accepted, so none is taken to measure it.
+  void PredictDraft(double seconds) { predicted_draft_s_ = seconds; }
   // A round's outcome: k guesses, `accepted` of them accepted, the forward took `seconds`;
   // drafting took `draft_seconds` for `drafted` guesses, and `draft_wall_seconds` in all (a draft
   // model's catch-up included: what a probe costs besides its forward).
@@ -157,6 +167,7 @@ class SpeculationTuner {
   double row_s_ = 0;               // extra per verified row
   bool row_measured_ = false;
   double draft_s_ = 0;             // per drafted guess
+  double predicted_draft_s_ = 0;   // per guess, before draft_s_ is measured
   int skipped_ = 0;                // rounds not speculated since the last probe
   static constexpr int kFirstProbe = 8, kLastProbe = 128;
   int probe_every_ = kFirstProbe;  // rounds between probes while speculation does not pay

@@ -147,6 +147,31 @@ TEST(SpeculationTunerTest, ProbesOfACostlyFailingDraftStayWithinTheirBudget) {
   EXPECT_LE(extra, 0.05 * 256 * 0.022);
 }
 
+// A draft predicted (from its size) to cost a plain step per guess cannot pay even with every
+// guess accepted, so on one node no round is taken to measure it; behind links, where a plain
+// step waits for them too, the same draft is measured, as a small one is anywhere.
+TEST(SpeculationTunerTest, ADraftPredictedToCostAStepIsNotMeasuredWhereNoRoundCanPay) {
+  SpeculationTuner t(0, 16);
+  t.Record(0, 0, 0.022, 0, 0);
+  t.PredictDraft(0.022);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(t.Choose(16, true), 0) << i;
+    t.Record(0, 0, 0.022, 0, 0);
+  }
+  SpeculationTuner links(0, 16);
+  links.Record(0, 0, 0.038, 0, 0);  // 22 ms of compute, 15 ms of links
+  links.PredictDraft(0.022);
+  EXPECT_EQ(links.Choose(16, true), 2);
+  SpeculationTuner small(0, 16);
+  small.Record(0, 0, 0.022, 0, 0);
+  small.PredictDraft(0.002);
+  EXPECT_EQ(small.Choose(16, true), 2);
+  SpeculationTuner fixed(4, 4);  // the user's fixed length stands
+  fixed.Record(0, 0, 0.022, 0, 0);
+  fixed.PredictDraft(0.022);
+  EXPECT_EQ(fixed.Choose(16, true), 4);
+}
+
 // The model as its own draft behind links: every guess accepted, a step 30 ms, a verified row
 // 0.5 ms, a guess 12 ms. A round of one guess is never timed (the draft's catch-up batch makes
 // it: ModelDrafter reports no time), so the measuring rounds take two guesses, and the rounds
@@ -291,8 +316,11 @@ void CheckGreedyIdentity(const std::vector<std::string>& workers) {
     lookup.lookup = true;
     const Run l = Generate(path, workers, lookup, prompt, 40);
     EXPECT_EQ(l.text, plain.text);
+    // Rounds of a fixed length: the model as its own draft never pays without links (each guess
+    // costs a step), so the tuner would not speculate at all.
     SpeculationOptions self;
     self.draft_model = path;
+    self.draft_min = self.draft_max = 3;
     const Run d = Generate(path, workers, self, prompt, 40);
     EXPECT_EQ(d.text, plain.text);
     EXPECT_GT(d.stats.speculation.rounds, 0);
