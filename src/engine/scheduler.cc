@@ -456,9 +456,7 @@ Status Scheduler::CollectOldest() {
     while (accepted < k && out.tokens[first + accepted] == s.guesses[accepted]) ++accepted;
     if (s.tuner != nullptr && k == 0 && o_.drafter->relative_cost() > 0) {
       // As Speculator::Step: a plain step's compute scaled to the draft's size.
-      double compute = 0;
-      for (double ms : out.stage_ms) compute += ms / 1000;
-      s.tuner->PredictDraft(o_.drafter->relative_cost() * (out.stage_ms.empty() ? now - f->started : compute));
+      s.tuner->PredictDraft(o_.drafter->relative_cost() * StepCompute(out, now - f->started));
     }
     if (s.tuner != nullptr) s.tuner->Record(static_cast<int>(k), static_cast<int>(accepted), now - f->started, s.drafted, s.draft_seconds);
     if (k > 0) {

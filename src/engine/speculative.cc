@@ -172,6 +172,13 @@ Result<std::unique_ptr<Drafter>> OpenDrafter(const SpeculationOptions& o, const 
 
 // ---- tuning ----
 
+double StepCompute(const exec::RunOutput& out, double seconds) {
+  if (out.stage_ms.empty()) return seconds;
+  double compute = 0;
+  for (double ms : out.stage_ms) compute += ms / 1000;
+  return compute;
+}
+
 int SpeculationTuner::Choose(int limit, bool costly_drafter) {
   const int hi = std::min(max_, limit);
   if (fixed_) return hi >= min_ ? hi : 0;
@@ -308,11 +315,9 @@ Status Speculator::Step(exec::Executor& ex, int32_t seq, std::vector<int32_t>* c
   if (out->tokens[accepted] < 0) return Status::Internal("the verification returned no token after the accepted guesses");
   fresh->push_back(out->tokens[accepted]);
   if (drafter_ != nullptr && k == 0 && drafter_->relative_cost() > 0) {
-    // A plain step's compute (over a pipeline the stages' own, without the links), scaled to the
-    // draft's size: what a guess will cost on this node, roughly, until one is timed.
-    double compute = 0;
-    for (double ms : out->stage_ms) compute += ms / 1000;
-    tuner_.PredictDraft(drafter_->relative_cost() * (out->stage_ms.empty() ? seconds : compute));
+    // A plain step's compute scaled to the draft's size: what a guess will cost on this node,
+    // roughly, until one is timed.
+    tuner_.PredictDraft(drafter_->relative_cost() * StepCompute(*out, seconds));
   }
   if (drafter_ != nullptr) tuner_.Record(k, accepted, seconds, drafted, draft_s, draft_wall);
   if (k > 0) {

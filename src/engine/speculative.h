@@ -139,6 +139,11 @@ Status CheckSameVocabulary(const tokenizer::Vocab& draft, const tokenizer::Vocab
 Result<std::unique_ptr<Drafter>> OpenDrafter(const SpeculationOptions& options, const tokenizer::Vocab& target,
                                              const std::string& target_path);
 
+// A run's compute in seconds: over a pipeline the stages' own (RunOutput::stage_ms, without the
+// links), else `seconds`, the run's time. A plain step's, scaled by a draft model's relative_cost,
+// is what SpeculationTuner::PredictDraft takes.
+double StepCompute(const exec::RunOutput& out, double seconds);
+
 // Chooses the number of guesses per round from measurements (see the header comment).
 class SpeculationTuner {
  public:
