@@ -198,7 +198,7 @@ int SpeculationTuner::Choose(int limit, bool costly_drafter) {
   for (int k = 1; k <= hi; ++k) {
     term *= alpha_;
     expected += term;
-    const double rate = expected / (step_s_ + k * (row + draft));
+    const double rate = expected / (Forward(k, row) + k * draft);
     if (k >= min_ && rate > best_rate) best_rate = rate, best = k;
   }
   probing_ = false;
@@ -234,6 +234,12 @@ void SpeculationTuner::Record(int k, int accepted, double seconds, int drafted, 
     for (int i = 0; i < examined; ++i, ++examined_) {
       const double w = std::max(0.1, 1.0 / (examined_ + 3));
       alpha_ += w * ((i < accepted ? 1.0 : 0.0) - alpha_);
+    }
+    ++rounds_;
+    if (k <= kMeasuredLengths) {
+      const bool fresh = forward_s_[k] > 0 && rounds_ - forward_round_[k] <= kForgetRounds;
+      forward_s_[k] = fresh ? (1 - kW) * forward_s_[k] + kW * seconds : seconds;
+      forward_round_[k] = rounds_;
     }
     if (step_s_ > 0) {
       const double r = std::max(0.0, (seconds - step_s_) / k);

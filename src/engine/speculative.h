@@ -171,6 +171,18 @@ class SpeculationTuner {
   double step_s_ = 0;              // a plain step (0: not measured yet)
   double row_s_ = 0;               // extra per verified row
   bool row_measured_ = false;
+  // A forward of k guesses as measured (index k, 0: not yet) and the round it was last measured
+  // at: a forward does not grow by the same time per row (the kernels take up to 8 or 16 rows per
+  // call), so a length measured in the last kForgetRounds rounds is priced as measured, the others
+  // by the step and the time per row (so one slow measurement is retried, not avoided for good).
+  static constexpr int kMeasuredLengths = 64, kForgetRounds = 16;
+  double forward_s_[kMeasuredLengths + 1] = {};
+  int64_t forward_round_[kMeasuredLengths + 1] = {};
+  int64_t rounds_ = 0;  // speculated rounds recorded
+  double Forward(int k, double row) const {
+    const bool fresh = k <= kMeasuredLengths && forward_s_[k] > 0 && rounds_ - forward_round_[k] <= kForgetRounds;
+    return fresh ? forward_s_[k] : step_s_ + k * row;
+  }
   double draft_s_ = 0;             // per drafted guess
   double predicted_draft_s_ = 0;   // per guess, before draft_s_ is measured
   int skipped_ = 0;                // rounds not speculated since the last probe

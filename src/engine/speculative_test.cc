@@ -189,6 +189,28 @@ TEST(SpeculationTunerTest, ACostlyDrafterWhoseSingleGuessesAreUntimedStillGetsMe
   EXPECT_GT(k, 4);
 }
 
+// A forward's time does not grow by the same amount per row: the kernels take up to 16 rows per
+// call, so 17 rows pay a second pass (measured behind 5 ms links: 16 guesses 101-107 ms, 15 guesses
+// 83 ms, a plain step 40 ms). With every guess accepted by prompt lookup, the tuner settles on
+// the length whose measured forward pays best instead of the longest one, and retries the other
+// only once its measurement is kForgetRounds old (one slow measurement is not avoided for good).
+TEST(SpeculationTunerTest, ALengthWhoseForwardCostsAJumpIsTakenOnlyToRemeasureIt) {
+  SpeculationTuner t(0, 16);
+  auto forward = [](int k) { return 0.040 + 0.0025 * k + (k + 1 > 16 ? 0.025 : 0.0); };
+  t.Record(0, 0, forward(0), 0, 0);
+  int sixteen = 0, fifteen = 0;
+  for (int i = 0; i < 48; ++i) {
+    const int k = t.Choose(16, false);
+    ASSERT_GT(k, 0) << i;
+    sixteen += k == 16 ? 1 : 0;
+    fifteen += k == 15 ? 1 : 0;
+    t.Record(k, k, forward(k), 0, 0);
+  }
+  EXPECT_GE(sixteen, 2);  // measured, and measured again
+  EXPECT_LE(sixteen, 4);
+  EXPECT_GE(fifteen, 40);
+}
+
 // The model at `path` as a draft model for itself.
 Result<std::unique_ptr<ModelDrafter>> SelfDrafter(const std::string& path, int64_t n_ctx) {
   Result<model::Model> m = model::Model::Load(path);
