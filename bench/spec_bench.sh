@@ -48,6 +48,18 @@ echo "   text (plain): $(head -c 160 "$tmp/plain.txt")..."
 echo "   --lookup: $(cat "$tmp/lookup.spec")"
 echo "   -md self: $(cat "$tmp/self.spec")"
 p=$(median "${rates_plain[@]}") l=$(median "${rates_lookup[@]}") s=$(median "${rates_self[@]}")
+# What the last run's speculated rounds alone yield (tokens per round over a round's drafting and
+# forward): the rate once the length has settled, without the first rounds and the plain steps.
+for label in lookup self; do
+  python3 - "$label" "$p" "$tmp/$label.spec" <<'PY'
+import re, sys
+label, plain, text = sys.argv[1], float(sys.argv[2]), open(sys.argv[3]).read()
+m = re.search(r"([0-9.]+) tokens per round.*drafting ([0-9.]+) ms, its forward ([0-9.]+) ms", text)
+if m:
+    rate = float(m.group(1)) / (float(m.group(2)) + float(m.group(3))) * 1000
+    print(f"   {label}: its speculated rounds alone {rate:.2f} t/s ({rate / plain:.2f}x the plain median)")
+PY
+done
 python3 -c 'import sys; p,l,s=map(float,sys.argv[1:]); print(f"== A: plain {p:.2f} t/s, --lookup {l:.2f} t/s ({l/p:.2f}x), -md self {s:.2f} t/s ({s/p:.2f}x); texts identical")' "$p" "$l" "$s"
 
 echo "== B. one node, no links, guesses that fail"

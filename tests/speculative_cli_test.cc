@@ -42,6 +42,7 @@ TEST(SpeculativeCliTest, RunWithEachDrafterWritesThePlainGreedyTextOverZeroOneAn
       EXPECT_EQ(r.out, plain.out);
       EXPECT_NE(r.err.find("speculation ("), std::string::npos) << r.err;
       EXPECT_NE(r.err.find("tokens per round"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("; a round: drafting "), std::string::npos) << r.err;
     }
   }
 }
@@ -69,6 +70,8 @@ TEST(SpeculativeCliTest, BenchReportsAcceptanceAndTokensPerRound) {
               1e-9);
   EXPECT_NEAR(s["acceptance_rate"].get<double>(),
               static_cast<double>(s["accepted"].get<int64_t>()) / s["guesses"].get<int64_t>(), 1e-9);
+  EXPECT_GE(s["draft_ms"].get<double>(), 0);
+  EXPECT_GT(s["forward_ms"].get<double>(), 0);
   RunResult text = RunTandem({"bench", "-m", model, "-p", "0", "-n", "48", "-r", "1", "-t", "1", "-md", model});
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("tg48: speculation (draft model"), std::string::npos) << text.out;

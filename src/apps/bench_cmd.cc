@@ -212,7 +212,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                                 {"guesses", r.speculation.guesses},
                                 {"accepted", r.speculation.accepted},
                                 {"acceptance_rate", r.speculation.acceptance_rate()},
-                                {"tokens_per_round", r.speculation.tokens_per_round()}};
+                                {"tokens_per_round", r.speculation.tokens_per_round()},
+                                {"draft_ms", 1e3 * r.speculation.draft_seconds},
+                                {"forward_ms", 1e3 * r.speculation.forward_seconds}};
         }
         if (r.test.rfind("tg", 0) == 0) {
           row["weight_bytes_read_per_token"] = read;

@@ -258,7 +258,13 @@ std::string SpeculationStats::ToString(const std::string& drafter) const {
   std::snprintf(line, sizeof line, "speculation (%s): %lld rounds, %.2f tokens per round, %.0f%% of %lld guesses accepted",
                 drafter.c_str(), static_cast<long long>(rounds), tokens_per_round(), 100 * acceptance_rate(),
                 static_cast<long long>(guesses));
-  return line;
+  std::string text = line;
+  if (rounds > 0 && forward_seconds > 0) {
+    std::snprintf(line, sizeof line, "; a round: drafting %.2f ms, its forward %.2f ms", 1e3 * draft_seconds / rounds,
+                  1e3 * forward_seconds / rounds);
+    text += line;
+  }
+  return text;
 }
 
 // ---- one step ----
@@ -331,6 +337,8 @@ Status Speculator::Step(exec::Executor& ex, int32_t seq, std::vector<int32_t>* c
     stats_.guesses += k;
     stats_.accepted += accepted;
     stats_.tokens += accepted + 1;
+    stats_.draft_seconds += draft_wall;
+    stats_.forward_seconds += seconds;
   }
   return Status::Ok();
 }

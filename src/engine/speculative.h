@@ -200,9 +200,14 @@ struct SpeculationStats {
   int64_t guesses = 0;      // guesses verified
   int64_t accepted = 0;     // guesses accepted
   int64_t tokens = 0;       // tokens those rounds produced (accepted + one each)
+  // Seconds those rounds spent drafting (a draft model's catch-up included) and in their forwards
+  // (0 where not timed per sequence: serve's shared steps).
+  double draft_seconds = 0;
+  double forward_seconds = 0;
   double acceptance_rate() const { return guesses > 0 ? static_cast<double>(accepted) / guesses : 0; }
   double tokens_per_round() const { return rounds > 0 ? static_cast<double>(tokens) / rounds : 0; }
-  // "speculation (prompt lookup): 40 rounds, 3.10 tokens per round, 72% of 180 guesses accepted"
+  // "speculation (prompt lookup): 40 rounds, 3.10 tokens per round, 72% of 180 guesses accepted",
+  // then, where timed, "; a round: drafting 0.02 ms, its forward 47.10 ms"
   std::string ToString(const std::string& drafter) const;
 };
 

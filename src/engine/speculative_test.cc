@@ -211,6 +211,22 @@ TEST(SpeculationTunerTest, ALengthWhoseForwardCostsAJumpIsTakenOnlyToRemeasureIt
   EXPECT_GE(fifteen, 40);
 }
 
+// The stats line gives a round's drafting and forward times where they were measured (run, chat
+// and bench time each sequence's rounds; serve's shared steps do not).
+TEST(SpeculationStatsTest, TheLineGivesARoundsTimesWhereMeasured) {
+  SpeculationStats s;
+  s.rounds = 4;
+  s.guesses = 12;
+  s.accepted = 9;
+  s.tokens = 13;
+  EXPECT_EQ(s.ToString("prompt lookup"), "speculation (prompt lookup): 4 rounds, 3.25 tokens per round, 75% of 12 guesses accepted");
+  s.draft_seconds = 0.2;
+  s.forward_seconds = 0.1;
+  EXPECT_EQ(s.ToString("prompt lookup"),
+            "speculation (prompt lookup): 4 rounds, 3.25 tokens per round, 75% of 12 guesses accepted; a round: drafting "
+            "50.00 ms, its forward 25.00 ms");
+}
+
 // The model at `path` as a draft model for itself.
 Result<std::unique_ptr<ModelDrafter>> SelfDrafter(const std::string& path, int64_t n_ctx) {
   Result<model::Model> m = model::Model::Load(path);
@@ -347,6 +363,8 @@ void CheckGreedyIdentity(const std::vector<std::string>& workers) {
     EXPECT_EQ(d.text, plain.text);
     EXPECT_GT(d.stats.speculation.rounds, 0);
     EXPECT_EQ(d.stats.speculation.accepted, d.stats.speculation.guesses) << "a model rejected its own guesses";
+    EXPECT_GT(d.stats.speculation.draft_seconds, 0);
+    EXPECT_GT(d.stats.speculation.forward_seconds, 0);
     rejected += l.stats.speculation.guesses - l.stats.speculation.accepted;
     ++checked;
   }
