@@ -237,8 +237,7 @@ void SpeculationTuner::Record(int k, int accepted, double seconds, int drafted, 
     }
     ++rounds_;
     if (k <= kMeasuredLengths) {
-      const bool fresh = forward_s_[k] > 0 && rounds_ - forward_round_[k] <= kForgetRounds;
-      forward_s_[k] = fresh ? (1 - kW) * forward_s_[k] + kW * seconds : seconds;
+      forward_s_[k] = Measured(k) ? (1 - kW) * forward_s_[k] + kW * seconds : seconds;
       forward_round_[k] = rounds_;
     }
     if (step_s_ > 0) {

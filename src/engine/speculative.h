@@ -179,10 +179,10 @@ class SpeculationTuner {
   double forward_s_[kMeasuredLengths + 1] = {};
   int64_t forward_round_[kMeasuredLengths + 1] = {};
   int64_t rounds_ = 0;  // speculated rounds recorded
-  double Forward(int k, double row) const {
-    const bool fresh = k <= kMeasuredLengths && forward_s_[k] > 0 && rounds_ - forward_round_[k] <= kForgetRounds;
-    return fresh ? forward_s_[k] : step_s_ + k * row;
+  bool Measured(int k) const {
+    return k <= kMeasuredLengths && forward_s_[k] > 0 && rounds_ - forward_round_[k] <= kForgetRounds;
   }
+  double Forward(int k, double row) const { return Measured(k) ? forward_s_[k] : step_s_ + k * row; }
   double draft_s_ = 0;             // per drafted guess
   double predicted_draft_s_ = 0;   // per guess, before draft_s_ is measured
   int skipped_ = 0;                // rounds not speculated since the last probe
