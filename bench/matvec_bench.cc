@@ -1,5 +1,7 @@
 // Kernel benchmarks: memory read bandwidth, matrix-vector products (decode) per weight type at
-// the shapes of a 1.1B model, and prompt matrix multiplication (GFLOP/s at 128 and 512 tokens).
+// the shapes of a 1.1B model, and prompt matrix multiplication (GFLOP/s at 128 and 512 tokens;
+// the interleaved layouts also at a layer's other shapes for 512, so that a prompt's time can be
+// summed product by product).
 //
 // Decode streams the whole model from memory, so each matrix-vector benchmark cycles through
 // enough copies of its matrix (kWorkingSetBytes) that weights come from DRAM, not cache, and
@@ -350,6 +352,7 @@ struct Shape {
 };
 // The matrices of a TinyLlama-1.1B layer and its output head.
 const Shape kShapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
+const Shape kPromptShapes[] = {{2048, 2048}, {256, 2048}, {2048, 5632}};
 const TensorType kTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
                              TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
                              TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ2_K,
@@ -380,6 +383,14 @@ const bool kRegistered = [] {
     benchmark::RegisterBenchmark(mmi.c_str(), BM_MatMul, t, 5632, 2048, true, false)
         ->ArgsProduct({{8, 128, 512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    // A prompt's other products: a TinyLlama layer's attention (2048x2048; 256x2048, its grouped
+    // keys and values) and its down projection (2048x5632).
+    for (const Shape& s : kPromptShapes) {
+      const std::string name = "MatMulInterleaved/" + tn + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s.rows, s.cols, true, false)
+          ->ArgsProduct({{512}, {2}})->ArgNames({"tokens", "threads"})->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
     const std::string l1 = "GemmGroupInL1/" + tn + "/16x2048";
     benchmark::RegisterBenchmark(l1.c_str(), BM_GemmGroups, t)->ArgsProduct({{1, 4, 8}, {1}})
         ->ArgNames({"tokens", "groups"})->Unit(benchmark::kNanosecond);
