@@ -267,15 +267,19 @@ inline void StoreRowScores(const __m512 acc[kRowScoreKeys], int nr, int nj, floa
   Gather4(acc, w[0]);
   Gather4(acc + 4, w[1]);
   if (nr == 16 && nj == kRowScoreKeys) {
-#pragma GCC unroll 4
-    for (int L = 0; L < 4; ++L) {
-#pragma GCC unroll 4
+    // The lane index is an immediate: a template parameter, not an unrolled loop's counter (an
+    // unoptimised or -O1 build does not unroll).
+    const auto store_lane = [&]<int L>() {
       for (int e = 0; e < 4; ++e) {
         float* row = s + (4 * L + e) * lds;
         _mm_storeu_ps(row, _mm512_extractf32x4_ps(w[0][e], L));
         _mm_storeu_ps(row + 4, _mm512_extractf32x4_ps(w[1][e], L));
       }
-    }
+    };
+    store_lane.template operator()<0>();
+    store_lane.template operator()<1>();
+    store_lane.template operator()<2>();
+    store_lane.template operator()<3>();
     return;
   }
   alignas(64) float tile[2][4][16];
