@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test:
 #   1. the Release build and its CTest suite (unit, golden-file and command-line tests);
-#   1b. an ASan/UBSan build of `tandem` and the server soak against it (tests/server/soak.mjs);
+#   1b. an ASan/UBSan build of `tandem` (at -O1) and the server soak against it (tests/server/soak.mjs);
 #   2. the aarch64 cross build of base/gguf/quant/kernels and their unit tests under qemu-user;
 #   3. the macOS compile gate: every translation unit of `tandem` compiled for aarch64-macos;
 #   4. the clang fuzz build (ASan + UBSan + libFuzzer) and its bounded fuzz runs.
@@ -20,7 +20,10 @@ step "release build and tests"
 ctest --test-dir "$root/build" --output-on-failure --parallel "$jobs"
 
 step "ASan/UBSan build of tandem, the server soak against it"
+# At -O1, the level the sanitizers' own documentation suggests: it compiles in 5.5 minutes where
+# -O3 takes 8 (2 cores), and the soak still takes seconds.
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_SANITIZE=ON \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" \
   -DTANDEM_BUILD_TESTS=OFF -DTANDEM_BUILD_BENCH=OFF > /dev/null
 cmake --build "$root/build-asan" --parallel "$jobs" --target tandem
 stories="${TANDEM_SHARED_DIR:-$root/../shared}/reference/models/stories260K.gguf"
