@@ -249,7 +249,9 @@ TEST(ModelFamiliesTest, DecodeReadsOnlyTheChosenExpertsBytes) {
       }
     }
     EXPECT_EQ(m->DecodeWeightBytes(0, p.n_layer, true), want);
-    if (p.is_moe()) EXPECT_LT(m->DecodeWeightBytes(0, p.n_layer, true), m->weight_bytes() / 2);
+    if (p.is_moe()) {
+      EXPECT_LT(m->DecodeWeightBytes(0, p.n_layer, true), m->weight_bytes() / 2);
+    }
   }
 }
 

@@ -92,16 +92,22 @@ void ExpectWithin(const Compare& c, Bounds b, bool check_argmax, bool whole_prom
   switch (b) {
     case Bounds::kFloat:
       EXPECT_LE(c.max_kl, 1e-3);
-      if (check_argmax) EXPECT_EQ(c.argmax_mismatches, 0);
+      if (check_argmax) {
+        EXPECT_EQ(c.argmax_mismatches, 0);
+      }
       break;
     case Bounds::kQuantized:
       EXPECT_LE(c.mean_kl, 5e-3);
       EXPECT_LE(c.max_kl, 5e-2);
-      if (check_argmax) EXPECT_EQ(c.argmax_mismatches, 0);
+      if (check_argmax) {
+        EXPECT_EQ(c.argmax_mismatches, 0);
+      }
       break;
     case Bounds::kNoisy:
       EXPECT_LE(c.mean_kl, 1.5e-2);
-      if (whole_prompt) EXPECT_LE(c.p90_kl, 1.5e-2);
+      if (whole_prompt) {
+        EXPECT_LE(c.p90_kl, 1.5e-2);
+      }
       EXPECT_LE(c.max_kl, 0.3);
       if (check_argmax) {
         EXPECT_EQ(c.wide_mismatches, 0);
@@ -228,7 +234,9 @@ void ForEachReference(bool float_models, bool check_argmax, const RunSpec& spec 
     if (skipped) continue;
     ASSERT_TRUE(m.has_value());
     if (!model::CheckContextOptions(m->params(), spec.options).ok()) continue;
-    if (spec.copied) ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
+    if (spec.copied) {
+      ASSERT_TRUE(m->CopyIntoMemory(0, m->params().n_layer, true).ok());
+    }
     model::ContextOptions options = spec.options;
     if (spec.gpu) {
       options.device = TestGpu();
@@ -495,7 +503,9 @@ TEST(ModelReferenceTest, MultiSequenceBatchFlashMatchesStandard) {
       auto expect_close = [&](const Diff& d, const std::string& what) {
         std::printf("%-24s %-5s %-30s max |logit diff| %.2e  max KL %.2e\n", name, cache_name,
                     what.c_str(), d.max_abs, d.max_kl);
-        if (exact) EXPECT_LE(d.max_abs, 2e-3) << what;
+        if (exact) {
+          EXPECT_LE(d.max_abs, 2e-3) << what;
+        }
         EXPECT_LE(d.max_kl, exact ? 1e-6 : 1e-2) << what;
       };
       const model::ContextOptions standard{false, cache, cache}, flash{true, cache, cache};
