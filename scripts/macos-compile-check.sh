@@ -61,11 +61,8 @@ mkdir -p "$deps/not-linked"
 for l in icuuc icui18n sodium; do : > "$deps/not-linked/lib$l.a"; done
 # Warnings are errors here: what differs on macOS (int64_t is long long there, so a %ld for it is
 # wrong) shows up as a warning first.
-# No optimisation: this checks that the code compiles, and -O0 takes a third of the time. No
-# precompiled headers: each file must compile from its own includes (the Linux builds precompile
-# CLI11 and nlohmann/json for src/apps, which would hide a missing include there).
+# No optimisation: this checks that the code compiles, and -O0 takes a third of the time.
 cmake -S "$root" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-Werror \
-  -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-macos-zig.cmake" \
   -DTANDEM_ZIG_WRAPPERS="$wrappers" -DTANDEM_MACOS_DEPS="$deps" \
   -DTANDEM_BUILD_TESTS=OFF -DTANDEM_BUILD_BENCH=OFF \
