@@ -686,7 +686,7 @@ TEST(InterleavedTest, MatMulInterleavedEqualsMatMul) {
   // (matmul.cc: 8): a thread takes a quarter of its share at a time, 9 of its 33 of the 65 groups.
   // 45 tokens: on the AMX table three groups of more than 8 (16, 16, 13), read from weights
   // unpacked ahead (UnpackedGemm); 21: one such group and one of 5 on the VNNI kernel. 2, 8 and
-  // (on the AMX table) 13: small batches, one kernel call per group, staged (matmul.cc).
+  // 13: small batches, staged (matmul.cc), one kernel call per group (13 on the VNNI table: two).
   const int64_t rows = 1040, stride = rows + 5;
   constexpr float kPad = -7.5f;
   for (const int64_t tokens : {int64_t{2}, int64_t{8}, int64_t{13}, int64_t{21}, int64_t{45}})

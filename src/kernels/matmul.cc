@@ -121,8 +121,8 @@ size_t QuantizeInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorTyp
 constexpr int64_t kGroupBlock = 8;
 constexpr size_t kGroupBlockBytes = size_t{512} << 10;
 
-// A small batch (2 to kStagedTokens tokens, one kernel call per group: speculative verification,
-// a server's decode step) writes a block's outputs to a buffer on the stack, then each token's
+// A small batch (2 to kStagedTokens tokens, one kernel call per group, or two where the table takes
+// fewer rows a call: speculative verification, a server's decode step) writes a block's outputs to a buffer on the stack, then each token's
 // part of them to y in one copy. Written straight to y, each group's outputs were 64 bytes in each
 // of n_tokens rows of y, rows whose lines the weights streaming through the cache had evicted:
 // every group's stores waited on lines fetched for writing among its weight loads. On the Xeon VM
@@ -143,9 +143,7 @@ uint8_t* UnpackBuffer(size_t bytes) {
   return buffer.data() + ((kAlign - at % kAlign) % kAlign);
 }
 
-bool Staged(const KernelTable& k, int64_t n_tokens) {
-  return n_tokens > 1 && n_tokens <= std::min<int64_t>(k.gemm_interleaved_rows, kStagedTokens);
-}
+bool Staged(const KernelTable&, int64_t n_tokens) { return n_tokens > 1 && n_tokens <= kStagedTokens; }
 
 // The kernel of a small batch's calls: the table's streaming one (kernels.h: gemm_streamed) where it
 // has one for these rows.
@@ -154,22 +152,30 @@ GemmInterleavedFn StagedKernel(const KernelTable& k, TensorType wtype, int64_t n
   return streamed != nullptr && n_tokens <= kMaxMultiRows ? streamed : k.gemm_interleaved[static_cast<uint32_t>(wtype)];
 }
 
-// Group g's outputs for a small batch (one kernel call) into a block's stage: stage[t * width + j]
-// is token t's output j of the block that starts at group g0.
-inline void StageGroup(GemmInterleavedFn gemm, int64_t cols, const uint8_t* wb, size_t group_bytes, const uint8_t* a,
-                       size_t a_stride, int64_t n_tokens, int64_t g, int64_t g0, int64_t width, float* stage) {
-  gemm(cols, wb + g * group_bytes, a, a_stride, static_cast<int>(n_tokens), stage + (g - g0) * kInterleaveRows, width);
+// Group g's outputs for a small batch into a block's stage: stage[t * width + j] is token t's output
+// j of the block that starts at group g0. One kernel call per `max_rows` tokens (the table's
+// gemm_interleaved_rows), the later ones on the group while it is still in L1.
+inline void StageGroup(GemmInterleavedFn gemm, int64_t max_rows, int64_t cols, const uint8_t* wb, size_t group_bytes,
+                       const uint8_t* a, size_t a_stride, int64_t n_tokens, int64_t g, int64_t g0, int64_t width,
+                       float* stage) {
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += max_rows) {
+    const int rows = static_cast<int>(std::min(max_rows, n_tokens - t0));
+    gemm(cols, wb + g * group_bytes, a + t0 * a_stride, a_stride, rows, stage + t0 * width + (g - g0) * kInterleaveRows,
+         width);
+  }
 }
 
 // GemmGroups for a small batch (Staged): each block's outputs through a stack buffer (in a frame of
 // its own, which decode's calls do not pay for). add: y += the products instead of y =.
-__attribute__((noinline)) void GemmGroupsStaged(GemmInterleavedFn gemm, int64_t cols, const uint8_t* wb, size_t group_bytes, const uint8_t* a,
+__attribute__((noinline)) void GemmGroupsStaged(GemmInterleavedFn gemm, int64_t max_rows, int64_t cols, const uint8_t* wb, size_t group_bytes, const uint8_t* a,
                       size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end,
                       int64_t block, bool add) {
   alignas(64) float stage[kGroupBlock * kStagedTokens * kInterleaveRows];  // 8 KB
   for (int64_t g0 = begin; g0 < end; g0 += block) {
     const int64_t g1 = std::min(end, g0 + block), width = (g1 - g0) * kInterleaveRows;
-    for (int64_t g = g0; g < g1; ++g) StageGroup(gemm, cols, wb, group_bytes, a, a_stride, n_tokens, g, g0, width, stage);
+    for (int64_t g = g0; g < g1; ++g) {
+      StageGroup(gemm, max_rows, cols, wb, group_bytes, a, a_stride, n_tokens, g, g0, width, stage);
+    }
     for (int64_t t = 0; t < n_tokens; ++t) {
       float* out = y + t * y_stride + g0 * kInterleaveRows;
       const float* st = stage + t * width;
@@ -192,7 +198,7 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(kGroupBlockBytes / group_bytes), 1, kGroupBlock);
   if (Staged(k, n_tokens)) {
-    return GemmGroupsStaged(StagedKernel(k, wtype, n_tokens), cols, wb, group_bytes, a, a_stride, n_tokens, y,
+    return GemmGroupsStaged(StagedKernel(k, wtype, std::min(n_tokens, max_rows)), max_rows, cols, wb, group_bytes, a, a_stride, n_tokens, y,
                             y_stride, begin, end, block, add);
   }
   // Where the table unpacks ahead and more than one token group will pass over a block of groups
@@ -294,8 +300,9 @@ void GatedPass(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, cons
                const float* x, int64_t n_tokens, Scratch& scratch, int64_t block, Gated&& gated) {
   const size_t a_stride = QuantizeInterleavedActs(k, pool, gate.wtype, cols, x, n_tokens, scratch);
   const uint8_t* a = scratch.act.data();
-  const GemmInterleavedFn gemm_g = StagedKernel(k, gate.wtype, n_tokens);
-  const GemmInterleavedFn gemm_u = StagedKernel(k, up.wtype, n_tokens);
+  const int64_t max_rows = k.gemm_interleaved_rows;
+  const GemmInterleavedFn gemm_g = StagedKernel(k, gate.wtype, std::min(n_tokens, max_rows));
+  const GemmInterleavedFn gemm_u = StagedKernel(k, up.wtype, std::min(n_tokens, max_rows));
   const size_t bytes_g = quant::RowBytes(gate.wtype, cols) * kInterleaveRows;
   const size_t bytes_u = quant::RowBytes(up.wtype, cols) * kInterleaveRows;
   const auto* wg = static_cast<const uint8_t*>(gate.w);
@@ -308,8 +315,8 @@ void GatedPass(const KernelTable& k, ThreadPool& pool, const GemmJob& gate, cons
       // Gate and up alternate group by group: each kernel's prefetches run ahead in its own matrix
       // into the group it takes next.
       for (int64_t g = g0; g < g1; ++g) {
-        StageGroup(gemm_g, cols, wg, bytes_g, a, a_stride, n_tokens, g, g0, width, sg);
-        StageGroup(gemm_u, cols, wu, bytes_u, a, a_stride, n_tokens, g, g0, width, su);
+        StageGroup(gemm_g, max_rows, cols, wg, bytes_g, a, a_stride, n_tokens, g, g0, width, sg);
+        StageGroup(gemm_u, max_rows, cols, wu, bytes_u, a, a_stride, n_tokens, g, g0, width, su);
       }
       gated(sg, su, width, g0);
     }

@@ -99,7 +99,8 @@ void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wt
                            int64_t cols, const uint8_t* a, size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride,
                            bool add = false);
 
-// Whether n_tokens is a small batch for this table: 2 to 16 tokens, one kernel call per group.
+// Whether n_tokens is a small batch: 2 to 16 tokens, each group's products made while it is in L1
+// (one kernel call per group, two where the table takes fewer rows a call than the batch has).
 bool SmallBatch(const KernelTable& k, int64_t n_tokens);
 
 // Y[t][r] += W[r] . X[t]: MatMulInterleaved added to y (a residual connection), each block's
