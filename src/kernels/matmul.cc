@@ -143,7 +143,7 @@ uint8_t* UnpackBuffer(size_t bytes) {
   return buffer.data() + ((kAlign - at % kAlign) % kAlign);
 }
 
-bool Staged(const KernelTable&, int64_t n_tokens) { return n_tokens > 1 && n_tokens <= kStagedTokens; }
+bool Staged(int64_t n_tokens) { return n_tokens > 1 && n_tokens <= kStagedTokens; }
 
 // The kernel of a small batch's calls: the table's streaming one (kernels.h: gemm_streamed) where it
 // has one for these rows.
@@ -197,7 +197,7 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(kGroupBlockBytes / group_bytes), 1, kGroupBlock);
-  if (Staged(k, n_tokens)) {
+  if (Staged(n_tokens)) {
     return GemmGroupsStaged(StagedKernel(k, wtype, std::min(n_tokens, max_rows)), max_rows, cols, wb, group_bytes, a, a_stride, n_tokens, y,
                             y_stride, begin, end, block, add);
   }
@@ -245,7 +245,7 @@ void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wt
   });
 }
 
-bool SmallBatch(const KernelTable& k, int64_t n_tokens) { return Staged(k, n_tokens); }
+bool SmallBatch(const KernelTable&, int64_t n_tokens) { return Staged(n_tokens); }
 
 void MatMulInterleavedAdd(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                           int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
@@ -284,7 +284,7 @@ void MatMulInterleavedSameInput(const KernelTable& k, ThreadPool& pool, std::spa
 
 bool SiluMulFusable(const KernelTable& k, TensorType gate_type, TensorType up_type, int64_t cols, int64_t n_tokens) {
   auto has = [&](TensorType t) { return k.gemm_interleaved[static_cast<uint32_t>(t)] != nullptr; };
-  return Staged(k, n_tokens) && has(gate_type) && has(up_type) &&
+  return Staged(n_tokens) && has(gate_type) && has(up_type) &&
          InterleavedActType(gate_type) == InterleavedActType(up_type) &&
          InterleavedActRowBytes(gate_type, cols) == InterleavedActRowBytes(up_type, cols);
 }
