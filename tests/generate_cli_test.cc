@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,25 @@ TEST(GenerateCliTest, Stories260KGreedyMatchesLlama2cByteForByte) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, testing::Slurp((SharedDir() / "reference/stories260K.llama2c-greedy-200.txt").string()));
   EXPECT_NE(r.err.find("generation: 200 tokens"), std::string::npos) << r.err;
+}
+
+// With stdout and stderr in one pipe (`tandem run ... 2>&1 | less`), the speeds come after the
+// whole text, on a line of their own.
+TEST(GenerateCliTest, SpeedsFollowTheTextWhenBothShareAPipe) {
+  const auto model = SharedDir() / "reference/models/stories260K.gguf";
+  TANDEM_REQUIRE_SHARED(model);
+  const std::string cmd =
+      std::string(TANDEM_BIN) + " run -m '" + model.string() + "' -p 'Once upon a time' -n 12 --temp 0 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string all;
+  char buf[4096];
+  for (size_t got; (got = std::fread(buf, 1, sizeof buf, pipe)) > 0;) all.append(buf, got);
+  ASSERT_EQ(pclose(pipe), 0) << all;
+  const size_t speeds = all.find("prompt: 5 tokens");
+  ASSERT_NE(speeds, std::string::npos) << all;
+  EXPECT_EQ(all[speeds - 1], '\n') << all;
+  EXPECT_NE(all.rfind(", there was", speeds), std::string::npos) << all;  // the text came first
 }
 
 TEST(GenerateCliTest, SeededSamplingIsReproducible) {

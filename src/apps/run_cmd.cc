@@ -47,6 +47,7 @@ void RegisterRun(CLI::App& app, int* exit_code) {
       return true;
     });
     std::fputc('\n', stdout);
+    std::fflush(stdout);  // before the speeds on stderr, so that a shared pipe keeps the order
     if (!st.ok()) {
       *exit_code = ReportError(st.status().ToString());
       return;
