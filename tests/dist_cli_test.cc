@@ -338,6 +338,20 @@ TEST(DistCliTest, WorkerPortFlagProbeAndDryRun) {
   EXPECT_NE(probe.out.find("Q4_K matvec"), std::string::npos) << probe.out;
   EXPECT_NE(probe.out.find("idle"), std::string::npos) << probe.out;
   EXPECT_NE(probe.out.find("(5 pings)"), std::string::npos) << probe.out;
+  // The workers as run takes them, so that a run's flags can be pasted: --worker, --rpc.
+  for (const std::vector<std::string>& spelled : {std::vector<std::string>{"--worker", Addr(port)},
+                                                   std::vector<std::string>{"--rpc", Addr(port) + ",127.0.0.1:1"}}) {
+    std::vector<std::string> args = {"probe", "--auth-key-file", key, "--pings", "1", "--timeout-ms", "500"};
+    args.insert(args.end(), spelled.begin(), spelled.end());
+    RunResult flagged = RunTandem(args);
+    EXPECT_NE(flagged.out.find(Addr(port) + ": reachable"), std::string::npos) << flagged.out << flagged.err;
+    const bool second = spelled[0] == "--rpc";  // the list's second worker is not there
+    EXPECT_EQ(flagged.code, second ? 1 : 0) << flagged.err;
+    EXPECT_EQ(flagged.err.find("127.0.0.1:1 is not reachable") != std::string::npos, second) << flagged.err;
+  }
+  RunResult none = RunTandem({"probe"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("probe needs a worker"), std::string::npos) << none.err;
   RunResult bad_key = RunTandem({"probe", Addr(port), "--auth-key-file", wrong});
   EXPECT_EQ(bad_key.code, 1);
   EXPECT_NE(bad_key.err.find("wrong key"), std::string::npos) << bad_key.err;

@@ -31,19 +31,25 @@ struct DistFlags {
   bool dry_run = false;
 };
 
-inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
-  cmd->add_option("--worker", f->workers, "A worker HOST[:PORT] (repeat, in pipeline order)")
+// --worker HOST[:PORT] (repeatable) and --rpc A,B (llama.cpp's spelling), both into `workers`, in
+// the "Distributed" group. `workers` must outlive the parse.
+inline void AddWorkerFlags(CLI::App* cmd, std::vector<std::string>* workers) {
+  cmd->add_option("--worker", *workers, "A worker HOST[:PORT] (repeat, in pipeline order)")
       ->take_all()->group("Distributed");
   cmd->add_option_function<std::string>(
          "--rpc",
-         [f](const std::string& s) {
+         [workers](const std::string& s) {
            std::stringstream ss(s);
            for (std::string w; std::getline(ss, w, ',');) {
-             if (!w.empty()) f->workers.push_back(w);
+             if (!w.empty()) workers->push_back(w);
            }
          },
          "Workers as one comma-separated list (llama.cpp's spelling)")
       ->group("Distributed");
+}
+
+inline void AddDistFlags(CLI::App* cmd, DistFlags* f) {
+  AddWorkerFlags(cmd, &f->workers);
   cmd->add_option("--tensor-split,--ts", f->tensor_split,
                   "Layer proportions per node, main first, e.g. 1,1,2 (default: by free memory)")
       ->group("Distributed");

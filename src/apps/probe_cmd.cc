@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/dist_flags.h"
 #include "net/auth.h"
 #include "net/socket.h"
 
@@ -58,6 +59,7 @@ Status Probe(const std::string& address, const std::string& key_file, int pings,
 void RegisterProbe(CLI::App& app, int* exit_code) {
   struct Args {
     std::vector<std::string> workers;
+    std::vector<std::string> flagged;  // --worker / --rpc, as run and bench take them
     std::string key_file;
     int pings = 10;
     int timeout_ms = 3000;
@@ -65,12 +67,18 @@ void RegisterProbe(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "probe", "Check workers: reachable, key accepted, what they report, round-trip time");
-  cmd->add_option("workers", a->workers, "HOST[:PORT] of each worker (port 50052 by default)")->required();
+  cmd->add_option("workers", a->workers, "HOST[:PORT] of each worker (port 50052 by default)");
+  AddWorkerFlags(cmd, &a->flagged);  // so that the flags of a run can be pasted as they are
   cmd->add_option("--auth-key-file", a->key_file, "Pre-shared key file (the same on every node)");
   cmd->add_option("--pings", a->pings, "Round trips to time")->capture_default_str()->check(CLI::Range(0, 1000));
   cmd->add_option("--timeout-ms", a->timeout_ms, "Connect and answer timeout")->capture_default_str()
       ->check(CLI::Range(1, 60000));
   cmd->callback([a, exit_code] {
+    a->workers.insert(a->workers.end(), a->flagged.begin(), a->flagged.end());
+    if (a->workers.empty()) {
+      *exit_code = ReportError("probe needs a worker: tandem probe HOST[:PORT] ... (or --worker HOST[:PORT], --rpc A,B)");
+      return;
+    }
     for (const std::string& w : a->workers) {
       if (Status st = Probe(w, a->key_file, a->pings, a->timeout_ms); !st.ok()) *exit_code = ReportError(st.ToString());
     }
