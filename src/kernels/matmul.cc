@@ -122,13 +122,13 @@ constexpr int64_t kGroupBlock = 8;
 constexpr size_t kGroupBlockBytes = size_t{512} << 10;
 
 // A small batch (2 to kStagedTokens tokens, one kernel call per group, or two where the table takes
-// fewer rows a call: speculative verification, a server's decode step) writes a block's outputs to a buffer on the stack, then each token's
-// part of them to y in one copy. Written straight to y, each group's outputs were 64 bytes in each
-// of n_tokens rows of y, rows whose lines the weights streaming through the cache had evicted:
-// every group's stores waited on lines fetched for writing among its weight loads. On the Xeon VM
-// (TinyLlama-shaped Q4_K_M, 2 threads, `bench --small-batch 8`, medians of 4 alternating rounds),
-// an 8-token forward went from 1.52 to 1.46 times a 1-token step; its gate and up products from
-// 13.7 to 13.0 ms a step, down 8.4 to 7.8, the head 2.7 to 2.5.
+// fewer rows a call: speculative verification, a server's decode step) writes a block's outputs to
+// a buffer on the stack, then each token's part of them to y in one copy. Written straight to y,
+// each group's outputs were 64 bytes in each of n_tokens rows of y, rows whose lines the weights
+// streaming through the cache had evicted: every group's stores waited on lines fetched for writing
+// among its weight loads. On the Xeon VM (TinyLlama-shaped Q4_K_M, 2 threads, `bench --small-batch
+// 8`, medians of 4 alternating rounds), an 8-token forward went from 1.52 to 1.46 times a 1-token
+// step; its gate and up products from 13.7 to 13.0 ms a step, down 8.4 to 7.8, the head 2.7 to 2.5.
 constexpr int64_t kStagedTokens = 16;
 constexpr int64_t kGatedBlockMax = 16;  // groups in a block of MatMulInterleavedSiluMul(Acts)
 
@@ -142,8 +142,6 @@ uint8_t* UnpackBuffer(size_t bytes) {
   const auto at = reinterpret_cast<uintptr_t>(buffer.data());
   return buffer.data() + ((kAlign - at % kAlign) % kAlign);
 }
-
-bool Staged(int64_t n_tokens) { return n_tokens > 1 && n_tokens <= kStagedTokens; }
 
 // The kernel of a small batch's calls: the table's streaming one (kernels.h: gemm_streamed) where it
 // has one for these rows.
@@ -165,11 +163,13 @@ inline void StageGroup(GemmInterleavedFn gemm, int64_t max_rows, int64_t cols, c
   }
 }
 
-// GemmGroups for a small batch (Staged): each block's outputs through a stack buffer (in a frame of
-// its own, which decode's calls do not pay for). add: y += the products instead of y =.
-__attribute__((noinline)) void GemmGroupsStaged(GemmInterleavedFn gemm, int64_t max_rows, int64_t cols, const uint8_t* wb, size_t group_bytes, const uint8_t* a,
-                      size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end,
-                      int64_t block, bool add) {
+// GemmGroups for a small batch (SmallBatch): each block's outputs through a stack buffer (in a
+// frame of its own, which decode's calls do not pay for). add: y += the products instead of y =.
+__attribute__((noinline)) void GemmGroupsStaged(GemmInterleavedFn gemm, int64_t max_rows,
+                                                int64_t cols, const uint8_t* wb, size_t group_bytes,
+                                                const uint8_t* a, size_t a_stride, int64_t n_tokens,
+                                                float* y, int64_t y_stride, int64_t begin,
+                                                int64_t end, int64_t block, bool add) {
   alignas(64) float stage[kGroupBlock * kStagedTokens * kInterleaveRows];  // 8 KB
   for (int64_t g0 = begin; g0 < end; g0 += block) {
     const int64_t g1 = std::min(end, g0 + block), width = (g1 - g0) * kInterleaveRows;
@@ -188,7 +188,7 @@ __attribute__((noinline)) void GemmGroupsStaged(GemmInterleavedFn gemm, int64_t 
   }
 }
 
-// add: y += the products instead of y = (a small batch only: Staged).
+// add: y += the products instead of y = (a small batch only: SmallBatch).
 void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t cols, const uint8_t* a,
                 size_t a_stride, int64_t n_tokens, float* y, int64_t y_stride, int64_t begin, int64_t end,
                 bool add = false) {
@@ -196,15 +196,17 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
   const int64_t max_rows = k.gemm_interleaved_rows;
   const size_t group_bytes = quant::RowBytes(wtype, cols) * kInterleaveRows;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
-  const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(kGroupBlockBytes / group_bytes), 1, kGroupBlock);
-  if (Staged(n_tokens)) {
-    return GemmGroupsStaged(StagedKernel(k, wtype, std::min(n_tokens, max_rows)), max_rows, cols, wb, group_bytes, a, a_stride, n_tokens, y,
-                            y_stride, begin, end, block, add);
+  const int64_t block =
+      std::clamp<int64_t>(static_cast<int64_t>(kGroupBlockBytes / group_bytes), 1, kGroupBlock);
+  if (SmallBatch(n_tokens)) {
+    return GemmGroupsStaged(StagedKernel(k, wtype, std::min(n_tokens, max_rows)), max_rows, cols,
+                            wb, group_bytes, a, a_stride, n_tokens, y, y_stride, begin, end, block,
+                            add);
   }
   // Where the table unpacks ahead and more than one token group will pass over a block of groups
   // (a prompt), the block is unpacked once into this thread's buffer and the token groups of more
-  // than kMaxMultiRows rows read that; the rest (a last group of a few) take the table's own kernel.
-  // The same bits either way (UnpackedGemm).
+  // than kMaxMultiRows rows read that; the rest (a last group of a few) take the table's own
+  // kernel. The same bits either way (UnpackedGemm).
   const UnpackedGemm& up = k.gemm_unpacked[static_cast<uint32_t>(wtype)];
   const bool unpack = up.gemm != nullptr && n_tokens > max_rows;
   const size_t unpacked_bytes = unpack ? static_cast<size_t>(up.bytes_per_block * (cols / quant::kQK)) : 0;
@@ -230,6 +232,8 @@ void GemmGroups(const KernelTable& k, TensorType wtype, const void* w, int64_t c
 
 }  // namespace
 
+bool SmallBatch(int64_t n_tokens) { return n_tokens > 1 && n_tokens <= kStagedTokens; }
+
 void MatMulInterleaved(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                        int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
   const size_t a_stride = QuantizeInterleavedActs(k, pool, wtype, cols, x, n_tokens, scratch);
@@ -244,8 +248,6 @@ void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wt
     GemmGroups(k, wtype, w, cols, a, a_stride, n_tokens, y, y_stride, begin, end, add);
   });
 }
-
-bool SmallBatch(const KernelTable&, int64_t n_tokens) { return Staged(n_tokens); }
 
 void MatMulInterleavedAdd(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                           int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch) {
@@ -284,7 +286,7 @@ void MatMulInterleavedSameInput(const KernelTable& k, ThreadPool& pool, std::spa
 
 bool SiluMulFusable(const KernelTable& k, TensorType gate_type, TensorType up_type, int64_t cols, int64_t n_tokens) {
   auto has = [&](TensorType t) { return k.gemm_interleaved[static_cast<uint32_t>(t)] != nullptr; };
-  return Staged(n_tokens) && has(gate_type) && has(up_type) &&
+  return SmallBatch(n_tokens) && has(gate_type) && has(up_type) &&
          InterleavedActType(gate_type) == InterleavedActType(up_type) &&
          InterleavedActRowBytes(gate_type, cols) == InterleavedActRowBytes(up_type, cols);
 }

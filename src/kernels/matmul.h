@@ -101,12 +101,12 @@ void MatMulInterleavedActs(const KernelTable& k, ThreadPool& pool, TensorType wt
 
 // Whether n_tokens is a small batch: 2 to 16 tokens, each group's products made while it is in L1
 // (one kernel call per group, two where the table takes fewer rows a call than the batch has).
-bool SmallBatch(const KernelTable& k, int64_t n_tokens);
+bool SmallBatch(int64_t n_tokens);
 
 // Y[t][r] += W[r] . X[t]: MatMulInterleaved added to y (a residual connection), each block's
 // products added as they are made, so no separate output is written and read back. Each sum is
 // the float addition of the product to y's value: the bits of MatMulInterleaved then k.f.add.
-// REQUIRES: as MatMulInterleaved; SmallBatch(k, n_tokens).
+// REQUIRES: as MatMulInterleaved; SmallBatch(n_tokens).
 void MatMulInterleavedAdd(const KernelTable& k, ThreadPool& pool, TensorType wtype, const void* w, int64_t rows,
                           int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t y_stride, Scratch& scratch);
 

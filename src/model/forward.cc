@@ -377,7 +377,7 @@ void Context::Layer(int64_t il, const Batch& b, const int64_t* cells) {
   Attention(il, b, n);
   // A small batch adds the output projection to the residual as it is made (MatMulInterleavedAdd:
   // the same bits as the product then the add, without writing the product out).
-  const bool small = kernels::SmallBatch(k_, n);
+  const bool small = kernels::SmallBatch(n);
   if (small && w.wo.interleaved && w.post_attn_norm == nullptr) {
     kernels::MatMulInterleavedAdd(k_, pool_, w.wo.type, w.wo.data, w.wo.rows, w.wo.cols, att_.data(), n, x_.data(), E,
                                   scratch_);
